@@ -1,0 +1,75 @@
+"""The one ledger client interface every backend implements and the web app uses.
+
+Arguments and results are strings/bytes exactly as Fabric carries them: the contract's
+functions take JSON strings and return JSON bytes. A submit returns a Receipt only once the
+transaction is committed (valid or not); faults that leave the outcome unknown raise
+LedgerUnavailable so the caller (the outbox relay) retries with the same business key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+VALID = "VALID"
+
+
+@dataclass(frozen=True)
+class Receipt:
+    tx_id: str
+    block_number: int
+    validation_code: str  # Fabric's TxValidationCode name: VALID, MVCC_READ_CONFLICT, ...
+    payload: bytes = b""  # the contract's return value
+    message: str = ""  # why the transaction was rejected, when it was
+
+    @property
+    def valid(self) -> bool:
+        return self.validation_code == VALID
+
+
+@dataclass(frozen=True)
+class ChaincodeEvent:
+    block_number: int
+    tx_id: str
+    name: str
+    payload: bytes
+
+
+class LedgerError(Exception):
+    """Base class of everything a ledger client raises."""
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger could not be reached or did not answer; the outcome is unknown: retry."""
+
+
+class EndorsementError(LedgerError):
+    """The contract refused the proposal (bad arguments, business rule) or the endorsing
+    organisations disagreed. Carries the peer's message; retrying the same input fails again."""
+
+
+class TransactionInvalid(LedgerError):
+    """The transaction was ordered but marked invalid at commit (e.g. MVCC_READ_CONFLICT)."""
+
+    def __init__(self, receipt: Receipt) -> None:
+        super().__init__(f"transaction {receipt.tx_id} invalid: {receipt.validation_code}"
+                         + (f" ({receipt.message})" if receipt.message else ""))
+        self.receipt = receipt
+
+
+class LedgerClient(Protocol):
+    def evaluate(self, fn: str, *args: str) -> bytes:
+        """Run a query on one peer; nothing is ordered or committed."""
+        ...
+
+    def submit(self, fn: str, *args: str) -> Receipt:
+        """Endorse, order and wait for commit. Raises EndorsementError when the proposal is
+        refused, TransactionInvalid when the committed transaction was marked invalid."""
+        ...
+
+    def events(self, start_block: int = 0) -> Iterator[ChaincodeEvent]:
+        """Chaincode events of committed valid transactions, replayed from start_block."""
+        ...
+
+    def close(self) -> None: ...
