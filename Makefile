@@ -1,0 +1,52 @@
+# Wattlease: `make demo` runs the demo, `make test` runs every test. Both install what they
+# need first (Debian packages via apt-get, a virtual environment from requirements.lock) and
+# skip what is already installed, so a second run starts at once.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+LOCK_HASH := $(shell sha256sum requirements.lock pyproject.toml | sha256sum | cut -c1-16)
+VENV_STAMP := $(VENV)/.installed-$(LOCK_HASH)
+
+# swtpm/tpm2-tools: the TPMs of simulated nodes; libtss2-dev + pkg-config + gcc: tpm2-pytss's
+# build; postgresql/redis-server: the production-path services the tests start privately;
+# chromium: the dashboard's browser tests; golang-go is not listed (Go 1.26 ships with the
+# machine image; Debian's is too old for Fabric 2.5).
+SYSTEM_PACKAGES := swtpm swtpm-tools tpm2-tools libtss2-dev pkg-config gcc python3-venv \
+	python3-dev postgresql redis-server chromium ca-certificates curl
+
+.PHONY: demo test setup system-packages lint check clean
+
+demo: setup
+	$(PY) manage.py demo
+
+test: setup
+	$(PY) -m tests.run_all
+
+setup: system-packages $(VENV_STAMP)
+
+system-packages:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		echo "Installing Debian packages: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing \
+		|| { echo "apt-get failed: run 'make setup' as root on Debian 12"; exit 1; }; \
+	fi
+
+$(VENV_STAMP): requirements.lock pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "$(PYTHON) is older than 3.11"; exit 1; }
+	rm -rf $(VENV) && $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.lock
+	touch $@
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache

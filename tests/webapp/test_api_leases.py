@@ -1,0 +1,123 @@
+"""Tenant API: /api/leases/ and /api/bills/ with owner, member and outsider keys."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from webapp.leasing import actions
+from webapp.leasing.models import Lease
+from webapp.tenancy.models import ApiKey
+
+REQUEST = {"gpu_count": 2, "precision": "BF16", "hours": "1.50", "priority": 1}
+
+
+def test_it_works(owner):
+    created = owner.client.post("/api/leases/", REQUEST, format="json")
+    assert created.status_code == 201, created.content
+    assert created.json()["state"] == "requested"
+    listed = owner.client.get("/api/leases/").json()
+    assert [lease["id"] for lease in listed["results"]] == [created.json()["id"]]
+    assert Lease.objects.get().hours == Decimal("1.50")
+
+
+def test_it_validates_ownership(owner, outsider):
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor="t"
+    )
+    assert outsider.client.get(f"/api/leases/{lease.pk}/").status_code == 404
+    assert outsider.client.get("/api/leases/").json()["results"] == []
+    assert outsider.client.post(f"/api/leases/{lease.pk}/cancel/").status_code == 404
+    assert Lease.objects.get(pk=lease.pk).state == "requested"
+
+
+def test_member_with_read_key_reads_but_cannot_write(owner, member):
+    owner.client.post("/api/leases/", REQUEST, format="json")
+    assert len(member.client.get("/api/leases/").json()["results"]) == 1
+    refused = member.client.post("/api/leases/", REQUEST, format="json")
+    assert refused.status_code == 403
+    assert "read-only" in refused.json()["detail"]
+    assert Lease.objects.count() == 1
+
+
+def test_tenant_cancels_its_own_request(owner):
+    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    cancelled = owner.client.post(f"/api/leases/{lease_id}/cancel/")
+    assert cancelled.status_code == 200
+    assert cancelled.json()["state"] == "cancelled"
+
+
+def test_illegal_transition_is_a_clear_400(owner):
+    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    refused = owner.client.post(f"/api/leases/{lease_id}/end/")
+    assert refused.status_code == 400
+    assert "cannot go from 'requested' to 'ending'" in refused.json()["state"]
+
+
+def test_bad_request_names_the_field(owner):
+    response = owner.client.post(
+        "/api/leases/", {**REQUEST, "gpu_count": 0, "precision": "FP4"}, format="json"
+    )
+    assert response.status_code == 400
+    assert set(response.json()) == {"gpu_count", "precision"}
+    assert not Lease.objects.exists()
+
+
+def test_missing_wrong_revoked_and_expired_keys_are_refused(owner, db):
+    anonymous = APIClient()
+    assert anonymous.get("/api/leases/").status_code in (401, 403)
+    forged = APIClient()
+    forged.credentials(HTTP_AUTHORIZATION=f"Bearer {owner.token[:-1]}X")
+    assert forged.get("/api/leases/").status_code == 401
+    key = ApiKey.objects.get(tenant=owner.tenant)
+    key.expires = timezone.now() - timedelta(seconds=1)
+    key.save()
+    assert owner.client.get("/api/leases/").status_code == 401
+    key.expires, key.revoked = None, True
+    key.save()
+    assert owner.client.get("/api/leases/").status_code == 401
+
+
+def test_keys_are_stored_hashed(owner):
+    key = ApiKey.objects.get(tenant=owner.tenant)
+    secret = owner.token.split(".", 1)[1]
+    assert secret not in key.digest and key.matches(secret)
+
+
+def test_bill_sums_only_the_callers_settlements(owner, outsider, fleet):
+    for caller, amount in ((owner, 40), (outsider, 1000)):
+        lease = actions.request_lease(
+            caller.tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor="t"
+        )
+        gpu = fleet.gpus[0] if caller is owner else fleet.gpus[1]
+        actions.place_lease(
+            lease, [gpu], price={}, price_total_micro=1, attributed_energy_mj=1, actor="t"
+        )
+        actions.activate_lease(lease, actor="t")
+        actions.end_lease(lease, actor="t")
+        actions.settle_lease(
+            lease,
+            [
+                actions.SettlementInput(
+                    generation="A100-SXM4-80GB",
+                    attributed_energy_mj=1,
+                    measured_energy_mj=2,
+                    tariff_micro_per_kwh=1,
+                    amount_micro=amount,
+                    telemetry_digest="00" * 32,
+                )
+            ],
+            actor="t",
+        )
+    bill = owner.client.get("/api/bills/").json()
+    assert bill["amount_micro"] == 40 and bill["count"] == 1
+
+
+def test_openapi_schema_and_docs_are_served_without_a_cdn(client, db):
+    schema = client.get("/api/schema/")
+    assert schema.status_code == 200
+    docs = client.get("/api/docs/").content.decode()
+    assert "cdn" not in docs.lower() and "/static/drf_spectacular_sidecar/" in docs

@@ -1,0 +1,96 @@
+"""The README's first command in miniature: `manage.py demo` serves the seeded fleet."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.services import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 90
+
+
+def demo_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    return {**env, "WATTLEASE_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+
+
+def get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read().decode("utf-8", "replace")
+
+
+@pytest.fixture
+def demo_server(tmp_path):
+    port = free_port()
+    log = (tmp_path / "demo.log").open("w+")
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--port", str(port)],
+        cwd=ROOT,
+        env=demo_env(tmp_path),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            get(base + "/admin/login/")
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                log.seek(0)
+                pytest.fail(f"demo did not start:\n{log.read()}")
+            time.sleep(0.5)
+    yield base, process, log
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_demo_serves_dashboard_admin_and_plotly(demo_server):
+    base, process, log = demo_server
+    status, page = get(base + "/")
+    assert status == 200
+    for generation in ("H100-SXM5-80GB", "A100-SXM4-80GB", "L40S", "V100-SXM2"):
+        assert generation in page
+    assert get(base + "/admin/login/")[0] == 200
+    status, plotly_js = get(base + "/static/plotly/plotly.min.js")
+    assert status == 200 and "plotly" in plotly_js[:2000].lower()
+    status, data = get(base + "/dashboard/data.json")
+    assert status == 200 and '"fleet"' in data
+
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) in (0, -signal.SIGINT, 130)
+    log.seek(0)
+    output = log.read()
+    assert "operator console" in output and "tenant API key" in output
+    assert "Traceback" not in output
+
+
+def test_demo_refuses_a_busy_port_with_one_line(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "manage.py", "demo", "--port", str(port)],
+            cwd=ROOT,
+            env=demo_env(tmp_path),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode != 0
+    assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,1 @@
+"""Attestation challenges and verdicts for nodes."""

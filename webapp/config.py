@@ -1,0 +1,129 @@
+"""Strict readers for configuration from the environment.
+
+Every value is validated when settings load; a bad one stops start-up with
+ImproperlyConfigured naming the variable, the value and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+TRUE_WORDS = {"1", "true", "yes", "on"}
+FALSE_WORDS = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use 1/0, true/false, yes/no")
+
+
+def env_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = "" if maximum is None else f" and at most {maximum}"
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}{upper}")
+    return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, default)
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} is not one of: {', '.join(choices)}")
+    return value
+
+
+def database_from_url(url: str, base_dir: Path) -> dict:
+    """Django DATABASES['default'] from sqlite:///path or postgres://user:pw@host:port/db."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        # sqlite:///relative/path or sqlite:////absolute/path
+        raw_path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+        if not raw_path:
+            raise ImproperlyConfigured(
+                f"DATABASE_URL={url!r} names no file; use sqlite:///var/wattlease.sqlite3"
+            )
+        path = Path(raw_path)
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": path if path.is_absolute() else base_dir / path,
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    if parts.scheme in ("postgres", "postgresql"):
+        name = unquote(parts.path.lstrip("/"))
+        if not name:
+            raise ImproperlyConfigured(
+                f"DATABASE_URL={url!r} names no database; use postgres://user:pw@host:5432/db"
+            )
+        try:
+            port = parts.port
+        except ValueError:
+            raise ImproperlyConfigured(f"DATABASE_URL={url!r} has an invalid port") from None
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": name,
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(port or ""),
+            "CONN_MAX_AGE": 60,
+        }
+    raise ImproperlyConfigured(
+        f"DATABASE_URL={url!r}: unsupported scheme {parts.scheme!r}; "
+        "use sqlite:///path or postgres://user:pw@host:port/db"
+    )
+
+
+def redis_url(name: str) -> str | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    if urlsplit(raw).scheme not in ("redis", "rediss", "unix"):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a Redis URL; use redis://127.0.0.1:6379/0"
+        )
+    return raw
+
+
+def secret_key(production: bool, data_dir: Path) -> str:
+    """SECRET_KEY from the environment; in development, generated once into a local file."""
+    key = os.environ.get("SECRET_KEY", "")
+    if key:
+        if len(key) < 32:
+            raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long")
+        return key
+    if production:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is required when WATTLEASE_ENV=production; "
+            "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    path = data_dir / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key

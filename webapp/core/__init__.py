@@ -1,0 +1,1 @@
+"""Cross-cutting pieces: the audit log and after-commit event publishing."""

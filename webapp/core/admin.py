@@ -1,0 +1,20 @@
+from django.contrib import admin
+
+from webapp.core.models import AuditEvent
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ("created", "actor", "action", "object_type", "object_id")
+    list_filter = ("action", "object_type")
+    search_fields = ("actor", "object_id", "action")
+    readonly_fields = ("created", "actor", "action", "object_type", "object_id", "data")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,69 @@
+"""`manage.py demo`: migrate, seed a mixed-generation fleet, print the logins, then serve
+the site on 127.0.0.1:8000 while the demo loop leases, measures and settles."""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from webapp.core.demo_loop import DemoLoop
+from webapp.core.seed import OPERATOR, seed_demo
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"port {port} on {host} is already in use; stop what is using it "
+                    f"(ss -ltnp 'sport = :{port}') or run: manage.py demo --port OTHER"
+                ) from None
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
+class Command(BaseCommand):
+    help = "Run the Wattlease demo: seeded fleet, live dashboard, background leasing loop."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-loop", action="store_true", help="serve without activity")
+
+    def handle(self, *args, host: str, port: int, no_loop: bool, **options):
+        ensure_port_free(host, port)
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Seeding the demo fleet…")
+        seeded = seed_demo()
+        self.stdout.write(self.style.SUCCESS(f"Wattlease demo on http://{host}:{port}/"))
+        if seeded.operator_password:
+            self.stdout.write(
+                f"  operator console: http://{host}:{port}/admin/  "
+                f"user {OPERATOR}  password {seeded.operator_password}"
+            )
+        else:
+            self.stdout.write(f"  operator console: user {OPERATOR} (password set on first run)")
+        for tenant, token in seeded.tenant_keys.items():
+            self.stdout.write(f"  tenant API key for {tenant}: {token}")
+        self.stdout.write(
+            f"  try: curl -H 'Authorization: Bearer <key>' http://{host}:{port}/api/leases/"
+        )
+        loop = None if no_loop else DemoLoop()
+        if loop:
+            loop.start()
+        try:
+            call_command(
+                "runserver",
+                f"{host}:{port}",
+                use_reloader=False,
+                insecure_serving=True,
+                skip_checks=True,
+            )
+        finally:
+            if loop:
+                loop.stop()

@@ -1,0 +1,77 @@
+"""The demo fleet: two sites with different PUE, mixed-generation nodes, tenants with keys."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from webapp.fleet.catalogue import sync_catalogue
+from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
+from webapp.tenancy.models import ApiKey, Tenant
+
+SITES = [
+    # name, PUE, tariff (micro-units per kWh)
+    ("fra-1 (liquid cooled)", Decimal("1.12"), 210_000),
+    ("ams-2 (air cooled)", Decimal("1.45"), 185_000),
+]
+# node name, site index, generation, GPU count: 40 GPUs of four generations on 5 nodes
+NODES = [
+    ("h100-fra-01", 0, "H100-SXM5-80GB", 8),
+    ("a100-fra-01", 0, "A100-SXM4-80GB", 8),
+    ("l40s-ams-01", 1, "L40S", 8),
+    ("v100-ams-01", 1, "V100-SXM2", 8),
+    ("a100-ams-02", 1, "A100-PCIE-80GB", 8),
+]
+TENANTS = ["Aurora Labs", "Basalt AI", "Cirrus Genomics"]
+OPERATOR = "operator"
+
+
+@dataclass
+class SeedResult:
+    operator_password: str | None
+    tenant_keys: dict[str, str]
+
+
+def gpu_uuid(node: str, index: int) -> str:
+    # NVML's shape (GPU-xxxxxxxx-...), derived from the node name so re-seeding is stable
+    import hashlib
+
+    digest = hashlib.sha256(f"{node}/{index}".encode()).hexdigest()
+    return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+
+@transaction.atomic
+def seed_demo() -> SeedResult:
+    sync_catalogue()
+    policy, _ = PcrPolicy.objects.get_or_create(
+        name="demo-boot-policy", defaults={"pcrs": {"sha256": {}}, "max_age_s": 300}
+    )
+    sites = [
+        Site.objects.get_or_create(name=n, defaults={"pue": p, "tariff_micro_per_kwh": t})[0]
+        for n, p, t in SITES
+    ]
+    for name, site_index, generation_id, count in NODES:
+        node, _ = Node.objects.get_or_create(
+            name=name, defaults={"site": sites[site_index], "pcr_policy": policy}
+        )
+        generation = Generation.objects.get(catalogue_id=generation_id)
+        for index in range(count):
+            GPU.objects.get_or_create(
+                uuid=gpu_uuid(name, index),
+                defaults={"node": node, "index": index, "generation": generation},
+            )
+    keys = {}
+    for name in TENANTS:
+        slug = name.lower().replace(" ", "-")
+        tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
+        _, keys[name] = ApiKey.issue(tenant, scope=ApiKey.WRITE, name="demo key")
+    password = None
+    user_model = get_user_model()
+    if not user_model.objects.filter(username=OPERATOR).exists():
+        password = secrets.token_urlsafe(12)
+        user_model.objects.create_superuser(OPERATOR, "", password)
+    return SeedResult(operator_password=password, tenant_keys=keys)

@@ -1,0 +1,1 @@
+"""Live dashboards: fleet, cost, utilisation, attestation and ledger activity."""

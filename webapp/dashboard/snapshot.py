@@ -1,0 +1,130 @@
+"""The numbers behind the dashboard, read from the database in a handful of queries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Avg, Count, Q, Sum
+from django.utils import timezone
+
+from webapp.fleet.models import GPU, Node, TelemetrySample
+from webapp.leasing import states
+from webapp.leasing.models import Lease, Settlement
+from webapp.outbox.models import OutboxEntry
+
+UTILISATION_WINDOW = timedelta(minutes=10)
+RECENT_LEASES = 12
+
+
+def fleet_by_generation() -> list[dict[str, Any]]:
+    rows = (
+        GPU.objects.values("generation__catalogue_id", "generation__family")
+        .annotate(
+            total=Count("id", distinct=True),
+            leased=Count("id", filter=Q(leases__state__in=states.HOLDS_GPUS), distinct=True),
+        )
+        .order_by("generation__family", "generation__catalogue_id")
+    )
+    return [
+        {
+            "generation": r["generation__catalogue_id"],
+            "family": r["generation__family"],
+            "total": r["total"],
+            "leased": r["leased"],
+            "free": r["total"] - r["leased"],
+        }
+        for r in rows
+    ]
+
+
+def nodes() -> list[dict[str, Any]]:
+    return [
+        {
+            "name": n.name,
+            "site": n.site.name,
+            "pue": str(n.site.pue),
+            "status": n.status,
+            "trust": n.trust,
+            "gpus": n.gpu_count,
+            "last_good_attestation": n.last_good_attestation.isoformat()
+            if n.last_good_attestation
+            else None,
+        }
+        for n in Node.objects.select_related("site").annotate(gpu_count=Count("gpus"))
+    ]
+
+
+def utilisation(now=None) -> list[dict[str, Any]]:
+    """Mean compute and memory-bandwidth utilisation per generation over the window."""
+    since = (now or timezone.now()) - UTILISATION_WINDOW
+    rows = (
+        TelemetrySample.objects.filter(at__gte=since)
+        .values("gpu__generation__catalogue_id")
+        .annotate(util_gpu=Avg("util_gpu"), util_mem_bw=Avg("util_mem_bw"), power_w=Avg("power_w"))
+        .order_by("gpu__generation__catalogue_id")
+    )
+    return [
+        {
+            "generation": r["gpu__generation__catalogue_id"],
+            "util_gpu": round(r["util_gpu"], 3),
+            "util_mem_bw": round(r["util_mem_bw"], 3),
+            "power_w": round(r["power_w"], 1),
+        }
+        for r in rows
+    ]
+
+
+def leases() -> dict[str, Any]:
+    counts = dict(Lease.objects.values_list("state").annotate(n=Count("id")).order_by())
+    recent = [
+        {
+            "id": lease.pk,
+            "tenant": lease.tenant.name,
+            "state": lease.state,
+            "gpus": lease.gpu_count,
+            "precision": lease.precision,
+            "price_total_micro": lease.price_total_micro,
+        }
+        for lease in Lease.objects.select_related("tenant")[:RECENT_LEASES]
+    ]
+    return {"by_state": {s: counts.get(s, 0) for s, _ in states.CHOICES}, "recent": recent}
+
+
+def cost_by_tenant() -> list[dict[str, Any]]:
+    rows = (
+        Lease.objects.filter(price_total_micro__isnull=False)
+        .values("tenant__name")
+        .annotate(priced=Sum("price_total_micro"), settled=Sum("settlements__amount_micro"))
+        .order_by("tenant__name")
+    )
+    return [
+        {
+            "tenant": r["tenant__name"],
+            "priced_micro": r["priced"] or 0,
+            "settled_micro": r["settled"] or 0,
+        }
+        for r in rows
+    ]
+
+
+def ledger_activity() -> dict[str, Any]:
+    counts = dict(OutboxEntry.objects.values_list("status").annotate(n=Count("id")).order_by())
+    last = OutboxEntry.objects.filter(status=OutboxEntry.DONE).order_by("-done").first()
+    return {
+        "outbox": {s: counts.get(s, 0) for s, _ in OutboxEntry.STATUSES},
+        "settlements": Settlement.objects.count(),
+        "last_block": last.block_number if last else None,
+    }
+
+
+def snapshot() -> dict[str, Any]:
+    return {
+        "at": timezone.now().isoformat(),
+        "fleet": fleet_by_generation(),
+        "nodes": nodes(),
+        "utilisation": utilisation(),
+        "leases": leases(),
+        "cost": cost_by_tenant(),
+        "ledger": ledger_activity(),
+    }

@@ -1,0 +1,79 @@
+// Live dashboard: draws the charts from the snapshot, then re-reads /dashboard/data.json
+// whenever the server says something changed (websocket), at most once a second, and
+// every 10 s regardless, so a dropped socket never freezes the page.
+"use strict";
+(function () {
+  const REFRESH_MIN_MS = 1000;
+  const POLL_MS = 10000;
+  let pending = false;
+  let last = 0;
+
+  function rows(tbodyId, items, cells, rowClass) {
+    const body = document.querySelector(`#${tbodyId} tbody`);
+    if (!body) return;
+    body.replaceChildren(...items.map((item) => {
+      const tr = document.createElement("tr");
+      if (rowClass) tr.className = rowClass(item);
+      for (const value of cells(item)) {
+        const td = document.createElement("td");
+        td.textContent = value === null || value === undefined ? "—" : String(value);
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+  }
+
+  function draw(snap) {
+    const util = snap.utilisation;
+    Plotly.react("chart-util", [
+      { type: "bar", name: "compute", x: util.map((u) => u.generation), y: util.map((u) => u.util_gpu) },
+      { type: "bar", name: "memory bandwidth", x: util.map((u) => u.generation), y: util.map((u) => u.util_mem_bw) },
+    ], { title: "Utilisation, last 10 min (compute beside memory bandwidth)", barmode: "group",
+         yaxis: { range: [0, 1], tickformat: ".0%" }, margin: { t: 40 } }, { displayModeBar: false });
+    const states = Object.keys(snap.leases.by_state);
+    Plotly.react("chart-leases", [
+      { type: "bar", x: states, y: states.map((s) => snap.leases.by_state[s]) },
+    ], { title: "Leases by state", margin: { t: 40 } }, { displayModeBar: false });
+    Plotly.react("chart-cost", [
+      { type: "bar", name: "priced", x: snap.cost.map((c) => c.tenant), y: snap.cost.map((c) => c.priced_micro / 1e6) },
+      { type: "bar", name: "settled difference", x: snap.cost.map((c) => c.tenant), y: snap.cost.map((c) => c.settled_micro / 1e6) },
+    ], { title: "Cost by tenant (currency units)", barmode: "group", margin: { t: 40 } }, { displayModeBar: false });
+    rows("fleet", snap.fleet, (r) => [r.generation, r.total, r.leased, r.free]);
+    rows("nodes", snap.nodes, (n) => [n.name, `${n.site} (${n.pue})`, n.gpus, n.status, n.trust, n.last_good_attestation],
+      (n) => `trust-${n.trust}`);
+    rows("leases", snap.leases.recent, (l) => [l.id, l.tenant, l.state, l.gpus, l.precision, l.price_total_micro]);
+    const ledger = document.getElementById("ledger");
+    const outbox = Object.entries(snap.ledger.outbox).map(([k, v]) => `${k} ${v}`).join(", ");
+    ledger.textContent = `Outbox: ${outbox} · settlements ${snap.ledger.settlements} · last block ${snap.ledger.last_block ?? "—"}`;
+    document.body.dataset.snapshotAt = snap.at;
+  }
+
+  async function refresh() {
+    pending = false;
+    last = Date.now();
+    const response = await fetch("/dashboard/data.json", { cache: "no-store" });
+    if (response.ok) draw(await response.json());
+  }
+
+  function soon() {
+    if (pending) return;
+    pending = true;
+    setTimeout(refresh, Math.max(0, REFRESH_MIN_MS - (Date.now() - last)));
+  }
+
+  function connect() {
+    const badge = document.getElementById("live");
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const socket = new WebSocket(`${scheme}://${location.host}/ws/dashboard/`);
+    socket.onopen = () => { badge.textContent = "live"; badge.classList.add("on"); };
+    socket.onmessage = soon;
+    socket.onclose = () => {
+      badge.textContent = "reconnecting…"; badge.classList.remove("on");
+      setTimeout(connect, 3000);
+    };
+  }
+
+  draw(JSON.parse(document.getElementById("snapshot").textContent));
+  setInterval(soon, POLL_MS);
+  connect();
+})();

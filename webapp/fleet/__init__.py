@@ -1,0 +1,1 @@
+"""The fleet: GPU generations (from the catalogue), sites, nodes, GPUs, PCR policies."""

@@ -1,0 +1,68 @@
+from django.contrib import admin
+
+from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site, TelemetrySample
+
+
+@admin.register(Generation)
+class GenerationAdmin(admin.ModelAdmin):
+    list_display = (
+        "catalogue_id",
+        "family",
+        "form_factor",
+        "board_power_w",
+        "memory_gb",
+        "fp16_w_per_tflops",
+        "catalogue_version",
+    )
+    list_filter = ("family", "architecture", "catalogue_version")
+    search_fields = ("catalogue_id", "family")
+    readonly_fields = [f.name for f in Generation._meta.fields]
+
+    @admin.display(description="W per dense FP16 TFLOPS")
+    def fp16_w_per_tflops(self, obj):
+        value = obj.watts_per_dense_tflops("FP16")
+        return "—" if value is None else f"{value:.2f}"
+
+    def has_add_permission(self, request):
+        return False  # generations come from the versioned catalogue file
+
+
+@admin.register(Site)
+class SiteAdmin(admin.ModelAdmin):
+    list_display = ("name", "pue", "tariff_micro_per_kwh")
+    search_fields = ("name",)
+
+
+@admin.register(PcrPolicy)
+class PcrPolicyAdmin(admin.ModelAdmin):
+    list_display = ("name", "max_age_s")
+    search_fields = ("name",)
+
+
+class GPUInline(admin.TabularInline):
+    model = GPU
+    extra = 0
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ("name", "site", "status", "trust", "last_good_attestation", "pcr_policy")
+    list_filter = ("status", "trust", "site", "pcr_policy")
+    search_fields = ("name", "ak_name", "gpus__uuid")
+    readonly_fields = ("ak_name", "last_good_attestation", "created", "trust")
+    inlines = [GPUInline]
+
+
+@admin.register(GPU)
+class GPUAdmin(admin.ModelAdmin):
+    list_display = ("uuid", "node", "index", "generation")
+    list_filter = ("generation__family", "generation", "node__site")
+    search_fields = ("uuid", "node__name")
+
+
+@admin.register(TelemetrySample)
+class TelemetrySampleAdmin(admin.ModelAdmin):
+    list_display = ("at", "gpu", "util_gpu", "util_mem_bw", "power_w", "energy_mj", "temp_c")
+    list_filter = ("gpu__node",)
+    search_fields = ("gpu__uuid",)
+    readonly_fields = [f.name for f in TelemetrySample._meta.fields]

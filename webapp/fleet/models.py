@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class Generation(models.Model):
+    """A GPU generation and form factor, copied from the versioned catalogue data file."""
+
+    catalogue_id = models.CharField(max_length=50, unique=True)
+    catalogue_version = models.CharField(max_length=20)
+    family = models.CharField(max_length=20)
+    architecture = models.CharField(max_length=40)
+    form_factor = models.CharField(max_length=20)
+    board_power_w = models.DecimalField(max_digits=8, decimal_places=2)
+    memory_gb = models.DecimalField(max_digits=8, decimal_places=2)
+    memory_bandwidth_gbs = models.DecimalField(max_digits=10, decimal_places=2)
+    dense_tflops = models.JSONField(help_text="precision -> dense peak TFLOPS (decimal strings)")
+    sparse_tflops = models.JSONField(default=dict, blank=True)
+    source = models.TextField()
+
+    class Meta:
+        ordering = ["family", "catalogue_id"]
+
+    def __str__(self) -> str:
+        return self.catalogue_id
+
+    def watts_per_dense_tflops(self, precision: str = "FP16") -> Decimal | None:
+        tflops = self.dense_tflops.get(precision)
+        return None if tflops is None else self.board_power_w / Decimal(tflops)
+
+
+class Site(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    pue = models.DecimalField(
+        max_digits=4,
+        decimal_places=2,
+        validators=[MinValueValidator(Decimal("1.00"))],
+        help_text="Power usage effectiveness: facility power / IT power (>= 1.0)",
+    )
+    tariff_micro_per_kwh = models.PositiveBigIntegerField(
+        help_text="Energy tariff in millionths of the currency unit per kWh"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PcrPolicy(models.Model):
+    """Golden PCR values a node must report, and how old its last good quote may be."""
+
+    name = models.CharField(max_length=100, unique=True)
+    pcrs = models.JSONField(help_text='{"sha256": {"0": "<hex>", "2": "<hex>", "7": "<hex>"}}')
+    max_age_s = models.PositiveIntegerField(default=300)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "PCR policy"
+        verbose_name_plural = "PCR policies"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    ENROLLING = "enrolling"
+    ACTIVE = "active"
+    QUARANTINED = "quarantined"
+    STATUSES = [(ENROLLING, "enrolling"), (ACTIVE, "active"), (QUARANTINED, "quarantined")]
+
+    UNKNOWN = "unknown"
+    TRUSTED = "trusted"
+    FAILED = "failed"
+    STALE = "stale"
+    TRUST_STATES = [
+        (UNKNOWN, "unknown"),
+        (TRUSTED, "trusted"),
+        (FAILED, "failed"),
+        (STALE, "stale"),
+    ]
+
+    name = models.CharField(max_length=100, unique=True)
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="nodes")
+    pcr_policy = models.ForeignKey(PcrPolicy, on_delete=models.PROTECT, related_name="nodes")
+    status = models.CharField(max_length=12, choices=STATUSES, default=ENROLLING)
+    trust = models.CharField(max_length=8, choices=TRUST_STATES, default=UNKNOWN)
+    tpm_tcti = models.CharField(max_length=200, blank=True, help_text="where the agent's TPM is")
+    ak_public = models.BinaryField(null=True, blank=True, editable=False)
+    ak_name = models.CharField(max_length=70, blank=True, editable=False)
+    last_good_attestation = models.DateTimeField(null=True, blank=True, editable=False)
+    credential_digest = models.CharField(max_length=64, blank=True, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class GPU(models.Model):
+    uuid = models.CharField(max_length=64, unique=True)
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    generation = models.ForeignKey(Generation, on_delete=models.PROTECT, related_name="gpus")
+
+    class Meta:
+        ordering = ["node", "index"]
+        verbose_name = "GPU"
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="gpu_unique_index_per_node")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node}/{self.index} {self.generation}"
+
+
+class TelemetrySample(models.Model):
+    """One reading of one GPU (NVML or replayed trace). Compute utilisation is never shown
+    without memory-bandwidth utilisation beside it: utilisation alone is not throughput."""
+
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="samples")
+    at = models.DateTimeField(db_index=True)
+    util_gpu = models.FloatField(help_text="0..1 fraction of time a kernel ran")
+    util_mem_bw = models.FloatField(help_text="0..1 memory-bandwidth utilisation")
+    power_w = models.FloatField()
+    energy_mj = models.PositiveBigIntegerField(help_text="total-energy counter, millijoules")
+    temp_c = models.FloatField()
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["gpu", "-at"])]

@@ -1,0 +1,1 @@
+"""Leases, their state machine (changed only through actions) and settlements."""

@@ -1,0 +1,180 @@
+"""Every write to a lease goes through one of these functions: one transaction, one audit
+row, the outbox rows the ledger needs, and dashboard events after commit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from webapp.core.events import audit, publish_on_commit
+from webapp.fleet.models import GPU
+from webapp.leasing import states
+from webapp.leasing.models import Lease, Settlement
+from webapp.outbox import records
+from webapp.tenancy.models import Tenant
+
+MAX_GPUS_PER_LEASE = 64
+MAX_LEASE_HOURS = Decimal(24 * 366)
+
+
+class LeaseError(Exception):
+    """A lease action was refused; the message says why. Nothing was changed."""
+
+
+class GpuUnavailable(LeaseError):
+    pass
+
+
+@dataclass(frozen=True)
+class SettlementInput:
+    generation: str
+    attributed_energy_mj: int
+    measured_energy_mj: int
+    tariff_micro_per_kwh: int
+    amount_micro: int
+    telemetry_digest: str
+
+
+def request_lease(
+    tenant: Tenant,
+    *,
+    gpu_count: int,
+    precision: str,
+    hours: Decimal,
+    priority: int = 0,
+    single_node: bool = True,
+    min_memory_gb: int = 0,
+    actor: str,
+) -> Lease:
+    if not 1 <= gpu_count <= MAX_GPUS_PER_LEASE:
+        raise LeaseError(f"gpu_count={gpu_count} must be between 1 and {MAX_GPUS_PER_LEASE}")
+    if not Decimal(0) < Decimal(hours) <= MAX_LEASE_HOURS:
+        raise LeaseError(f"hours={hours} must be positive and at most {MAX_LEASE_HOURS}")
+    with transaction.atomic():
+        lease = Lease.objects.create(
+            tenant=tenant,
+            gpu_count=gpu_count,
+            precision=precision,
+            hours=hours,
+            priority=priority,
+            single_node=single_node,
+            min_memory_gb=min_memory_gb,
+        )
+        audit(
+            actor,
+            "lease.requested",
+            lease,
+            gpu_count=gpu_count,
+            precision=precision,
+            hours=str(hours),
+            priority=priority,
+        )
+        publish_on_commit("lease", id=lease.pk, state=lease.state)
+    return lease
+
+
+def _transition(lease_id: int, target: str, actor: str, **changes: Any) -> Lease:
+    """Lock the lease, check the state machine, apply `changes`; caller holds the atomic."""
+    lease = Lease.objects.select_for_update().select_related("tenant").get(pk=lease_id)
+    states.check(lease.pk, lease.state, target)
+    previous = lease.state
+    lease.state = target
+    lease.state_changed = timezone.now()
+    for field, value in changes.items():
+        setattr(lease, field, value)
+    lease.save()
+    audit(
+        actor,
+        f"lease.{target}",
+        lease,
+        previous=previous,
+        **{k: v for k, v in changes.items() if isinstance(v, (str, int))},
+    )
+    publish_on_commit("lease", id=lease.pk, state=target)
+    return lease
+
+
+def _gpus_in_use(gpu_ids: Iterable[int], exclude_lease: int) -> list[str]:
+    busy = GPU.objects.filter(pk__in=list(gpu_ids), leases__state__in=states.HOLDS_GPUS).exclude(
+        leases__pk=exclude_lease
+    )
+    return sorted(busy.values_list("uuid", flat=True).distinct())
+
+
+def place_lease(
+    lease: Lease,
+    gpus: Sequence[GPU],
+    *,
+    price: dict[str, Any],
+    price_total_micro: int,
+    attributed_energy_mj: int,
+    actor: str,
+) -> Lease:
+    if len(gpus) != lease.gpu_count:
+        raise LeaseError(f"lease {lease.pk} needs {lease.gpu_count} GPUs, got {len(gpus)}")
+    with transaction.atomic():
+        list(GPU.objects.select_for_update().filter(pk__in=[g.pk for g in gpus]))
+        busy = _gpus_in_use((g.pk for g in gpus), exclude_lease=lease.pk)
+        if busy:
+            raise GpuUnavailable(f"GPUs already leased: {', '.join(busy)}")
+        lease = _transition(
+            lease.pk,
+            states.PLACED,
+            actor,
+            price=price,
+            price_total_micro=price_total_micro,
+            attributed_energy_mj=attributed_energy_mj,
+        )
+        lease.gpus.set(gpus)
+        records.lease_created(lease)
+    return lease
+
+
+def activate_lease(lease: Lease, *, actor: str) -> Lease:
+    with transaction.atomic():
+        return _transition(lease.pk, states.ACTIVE, actor, started=timezone.now())
+
+
+def end_lease(lease: Lease, *, actor: str) -> Lease:
+    with transaction.atomic():
+        lease = _transition(lease.pk, states.ENDING, actor, ended=timezone.now())
+        records.lease_ended(lease, "ended")
+    return lease
+
+
+def preempt_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
+    with transaction.atomic():
+        lease = _transition(lease.pk, states.PREEMPTED, actor, reason=reason, ended=timezone.now())
+        records.lease_ended(lease, f"preempted: {reason}")
+    return lease
+
+
+def fail_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
+    with transaction.atomic():
+        ran = lease.started is not None
+        lease = _transition(lease.pk, states.FAILED, actor, reason=reason, ended=timezone.now())
+        if ran:
+            records.lease_ended(lease, f"failed: {reason}")
+    return lease
+
+
+def cancel_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
+    with transaction.atomic():
+        return _transition(lease.pk, states.CANCELLED, actor, reason=reason)
+
+
+def settle_lease(lease: Lease, intervals: Sequence[SettlementInput], *, actor: str) -> Lease:
+    """Close the lease with one settlement per interval (more than one after a migration)."""
+    if not intervals:
+        raise LeaseError(f"lease {lease.pk}: a settlement needs at least one interval")
+    with transaction.atomic():
+        lease = _transition(lease.pk, states.SETTLED, actor)
+        for seq, interval in enumerate(intervals):
+            settlement = Settlement.objects.create(lease=lease, seq=seq, **asdict(interval))
+            records.settlement_made(settlement)
+    return lease

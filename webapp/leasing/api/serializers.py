@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from rest_framework import serializers
+
+from webapp.leasing.actions import MAX_GPUS_PER_LEASE, MAX_LEASE_HOURS
+from webapp.leasing.models import PRECISIONS, Lease, Settlement
+
+
+class SettlementSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Settlement
+        fields = [
+            "seq",
+            "generation",
+            "attributed_energy_mj",
+            "measured_energy_mj",
+            "tariff_micro_per_kwh",
+            "amount_micro",
+            "telemetry_digest",
+            "ledger_tx",
+            "created",
+        ]
+
+
+class LeaseSerializer(serializers.ModelSerializer):
+    gpus = serializers.SlugRelatedField(many=True, read_only=True, slug_field="uuid")
+    settlements = SettlementSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Lease
+        fields = [
+            "id",
+            "ledger_id",
+            "state",
+            "gpu_count",
+            "precision",
+            "hours",
+            "priority",
+            "single_node",
+            "min_memory_gb",
+            "gpus",
+            "price",
+            "price_total_micro",
+            "attributed_energy_mj",
+            "reason",
+            "created",
+            "started",
+            "ended",
+            "settlements",
+        ]
+        read_only_fields = [
+            "id",
+            "ledger_id",
+            "state",
+            "gpus",
+            "price",
+            "price_total_micro",
+            "attributed_energy_mj",
+            "reason",
+            "created",
+            "started",
+            "ended",
+            "settlements",
+        ]
+
+
+class LeaseRequestSerializer(serializers.Serializer):
+    gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS_PER_LEASE)
+    precision = serializers.ChoiceField(choices=PRECISIONS)
+    hours = serializers.DecimalField(
+        max_digits=8, decimal_places=2, min_value=Decimal("0.01"), max_value=MAX_LEASE_HOURS
+    )
+    priority = serializers.IntegerField(min_value=-100, max_value=100, default=0)
+    single_node = serializers.BooleanField(default=True)
+    min_memory_gb = serializers.IntegerField(min_value=0, max_value=1024, default=0)

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from django.db.models import Count, Sum
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from webapp.leasing import actions, states
+from webapp.leasing.api.serializers import LeaseRequestSerializer, LeaseSerializer
+from webapp.leasing.models import Lease, Settlement
+from webapp.tenancy.querysets import restrict_to_tenant
+
+
+class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """A tenant's leases: list, read, request, end and cancel."""
+
+    serializer_class = LeaseSerializer
+    filterset_fields = ["state", "precision"]
+
+    def get_queryset(self):
+        base = Lease.objects.prefetch_related("gpus", "settlements")
+        return restrict_to_tenant(base, self.request.user)
+
+    def _actor(self) -> str:
+        return str(self.request.user)
+
+    @extend_schema(request=LeaseRequestSerializer, responses={201: LeaseSerializer})
+    def create(self, request):
+        form = LeaseRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        lease = actions.request_lease(
+            request.user.tenant, actor=self._actor(), **form.validated_data
+        )
+        return Response(LeaseSerializer(lease).data, status=status.HTTP_201_CREATED)
+
+    def _act(self, pk, do):
+        lease = self.get_object()
+        try:
+            lease = do(lease)
+        except (states.IllegalTransition, actions.LeaseError) as exc:
+            raise ValidationError({"state": str(exc)}) from None
+        return Response(LeaseSerializer(Lease.objects.get(pk=lease.pk)).data)
+
+    @extend_schema(request=None, responses=LeaseSerializer)
+    @action(detail=True, methods=["post"])
+    def end(self, request, pk=None):
+        return self._act(pk, lambda lease: actions.end_lease(lease, actor=self._actor()))
+
+    @extend_schema(request=None, responses=LeaseSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        return self._act(
+            pk, lambda lease: actions.cancel_lease(lease, reason="by tenant", actor=self._actor())
+        )
+
+
+class BillViewSet(viewsets.ViewSet):
+    """The tenant's bill: the sum of its settlements, each one a ledger record."""
+
+    @extend_schema(responses=dict)
+    def list(self, request):
+        settlements = restrict_to_tenant(Settlement.objects.all(), request.user)
+        totals = settlements.aggregate(
+            amount_micro=Sum("amount_micro"),
+            measured_energy_mj=Sum("measured_energy_mj"),
+            attributed_energy_mj=Sum("attributed_energy_mj"),
+            count=Count("id"),
+        )
+        return Response({key: value or 0 for key, value in totals.items()})

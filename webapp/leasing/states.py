@@ -1,0 +1,58 @@
+"""The lease state machine: which state may follow which. Only webapp.leasing.actions
+changes a lease's state, and it asks this table first."""
+
+from __future__ import annotations
+
+REQUESTED = "requested"
+PLACED = "placed"
+ACTIVE = "active"
+ENDING = "ending"
+SETTLED = "settled"
+CANCELLED = "cancelled"
+PREEMPTED = "preempted"
+FAILED = "failed"
+
+CHOICES = [
+    (REQUESTED, "requested"),
+    (PLACED, "placed"),
+    (ACTIVE, "active"),
+    (ENDING, "ending"),
+    (SETTLED, "settled"),
+    (CANCELLED, "cancelled"),
+    (PREEMPTED, "preempted"),
+    (FAILED, "failed"),
+]
+
+# A lease that drew energy (active, preempted, failed while running) is always settled, so
+# no energy is ever dropped from a bill; one that never ran ends cancelled or failed.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    REQUESTED: frozenset({PLACED, CANCELLED, FAILED}),
+    PLACED: frozenset({ACTIVE, CANCELLED, PREEMPTED, FAILED}),
+    ACTIVE: frozenset({ENDING, PREEMPTED, FAILED}),
+    ENDING: frozenset({SETTLED}),
+    PREEMPTED: frozenset({SETTLED}),
+    FAILED: frozenset({SETTLED}),
+    SETTLED: frozenset(),
+    CANCELLED: frozenset(),
+}
+
+HOLDS_GPUS = frozenset({PLACED, ACTIVE, ENDING})
+TERMINAL = frozenset({SETTLED, CANCELLED})
+
+
+class IllegalTransition(Exception):
+    """A state change the lease state machine does not allow; nothing was changed."""
+
+    def __init__(self, lease_id: object, current: str, target: str) -> None:
+        allowed = ", ".join(sorted(TRANSITIONS[current])) or "none (final state)"
+        super().__init__(
+            f"lease {lease_id} cannot go from {current!r} to {target!r}; "
+            f"from {current!r} it may go to: {allowed}"
+        )
+        self.current = current
+        self.target = target
+
+
+def check(lease_id: object, current: str, target: str) -> None:
+    if target not in TRANSITIONS.get(current, frozenset()):
+        raise IllegalTransition(lease_id, current, target)

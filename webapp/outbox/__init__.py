@@ -1,0 +1,1 @@
+"""The ledger outbox: changes that must reach the ledger, relayed with retries."""

@@ -1,0 +1,57 @@
+"""What each domain change asks of the ledger: the contract function, its arguments and the
+business key that makes a retried submission idempotent. The only place that knows the
+contract's argument shapes on the web app's side."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webapp.outbox.models import OutboxEntry
+
+
+def enqueue(business_key: str, function: str, args: dict[str, Any]) -> OutboxEntry:
+    """Write an outbox row; call inside the transaction of the change it records."""
+    entry, _ = OutboxEntry.objects.get_or_create(
+        business_key=business_key, defaults={"function": function, "args": args}
+    )
+    return entry
+
+
+def lease_created(lease) -> OutboxEntry:
+    return enqueue(
+        f"lease:{lease.ledger_id}:create",
+        "CreateLease",
+        {
+            "lease_id": str(lease.ledger_id),
+            "tenant": lease.tenant.slug,
+            "gpus": sorted(g.uuid for g in lease.gpus.all()),
+            "precision": lease.precision,
+            "price_total_micro": lease.price_total_micro,
+            "attributed_energy_mj": lease.attributed_energy_mj,
+        },
+    )
+
+
+def lease_ended(lease, reason: str) -> OutboxEntry:
+    return enqueue(
+        f"lease:{lease.ledger_id}:end",
+        "EndLease",
+        {"lease_id": str(lease.ledger_id), "reason": reason},
+    )
+
+
+def settlement_made(settlement) -> OutboxEntry:
+    return enqueue(
+        f"lease:{settlement.lease.ledger_id}:settle:{settlement.seq}",
+        "Settle",
+        {
+            "lease_id": str(settlement.lease.ledger_id),
+            "seq": settlement.seq,
+            "generation": settlement.generation,
+            "attributed_mj": settlement.attributed_energy_mj,
+            "measured_mj": settlement.measured_energy_mj,
+            "tariff_micro_per_kwh": settlement.tariff_micro_per_kwh,
+            "amount_micro": settlement.amount_micro,
+            "telemetry_digest": settlement.telemetry_digest,
+        },
+    )

@@ -1,0 +1,1 @@
+"""Tenants and their API keys (prefixed, stored hashed, scoped, expiring)."""

@@ -1,0 +1,68 @@
+"""Tenant API keys for DRF: `Authorization: Bearer wl_<prefix>.<secret>`.
+
+The prefix finds the row; the secret is compared against its stored SHA-256 digest in
+constant time. Every failure gives the same answer so a caller cannot probe for prefixes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions, permissions
+
+from webapp.tenancy.models import KEY_PREFIX, ApiKey
+
+TOKEN_RE = re.compile(rf"^{KEY_PREFIX}_([A-Za-z0-9_-]{{8}})\.([A-Za-z0-9_-]{{32}})$")
+LAST_USED_RESOLUTION_S = 60  # don't write last_used on every request
+
+
+class TenantPrincipal:
+    """The authenticated caller of the tenant API: a tenant acting through one key."""
+
+    is_authenticated = True
+
+    def __init__(self, key: ApiKey) -> None:
+        self.key = key
+        self.tenant = key.tenant
+
+    def __str__(self) -> str:
+        return f"key {KEY_PREFIX}_{self.key.prefix} of {self.tenant.slug}"
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    keywords = ("Bearer", "Token")
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1").split()
+        if not header or header[0] not in self.keywords:
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <key>'.")
+        match = TOKEN_RE.match(header[1])
+        key = None
+        if match:
+            key = ApiKey.objects.select_related("tenant").filter(prefix=match[1]).first()
+        if key is None or not key.matches(match[2]) or not key.is_usable():
+            raise exceptions.AuthenticationFailed("Invalid, revoked or expired API key.")
+        now = timezone.now()
+        if key.last_used is None or (now - key.last_used).total_seconds() > LAST_USED_RESOLUTION_S:
+            ApiKey.objects.filter(pk=key.pk).update(last_used=now)
+        return TenantPrincipal(key), key
+
+    def authenticate_header(self, request):
+        return "Bearer"
+
+
+class HasTenantScope(permissions.BasePermission):
+    """Any valid key may read; writing needs a key with the write scope."""
+
+    message = "This API key is read-only; writing needs a key with the 'write' scope."
+
+    def has_permission(self, request, view):
+        principal = request.user
+        if not isinstance(principal, TenantPrincipal):
+            return False
+        if request.method in permissions.SAFE_METHODS:
+            return True
+        return principal.key.scope == ApiKey.WRITE
