@@ -25,6 +25,9 @@ STOP_TIMEOUT_S = 5.0
 SETUP_TIMEOUT_S = 120.0
 PORT_RANGE = (20000, 60000)  # where free port pairs are searched
 POLL_INTERVAL_S = 0.02
+# TPM2_Shutdown(TPM_SU_CLEAR): tag NO_SESSIONS, size 12, command code 0x145, type 0.
+TPM2_SHUTDOWN_CLEAR = bytes.fromhex("80010000000c000001450000")
+TPM_RESPONSE_HEADER_BYTES = 10
 
 
 class SwtpmError(RuntimeError):
@@ -173,11 +176,23 @@ class Swtpm:
         self.stop()
         raise SwtpmError(f"swtpm did not listen on port {self.port + 1} in {START_TIMEOUT_S} s")
 
+    def _orderly_shutdown(self) -> None:
+        """Send TPM2_Shutdown(CLEAR) first: without it the next start reports the clock as
+        not `safe` (as a real TPM does after a power loss) and quotes fail the clock check."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=STOP_TIMEOUT_S) as s:
+                s.sendall(TPM2_SHUTDOWN_CLEAR)
+                s.recv(TPM_RESPONSE_HEADER_BYTES)
+        except OSError:
+            pass  # a busy or dead TPM still gets SIGTERM below
+
     def stop(self) -> None:
-        """SIGTERM makes swtpm save its state and exit; kill only if it does not."""
+        """Orderly TPM shutdown, then SIGTERM (swtpm saves its state); kill only if stuck."""
         proc, self.process = self.process, None
         if proc is None:
             return
+        if proc.poll() is None:
+            self._orderly_shutdown()
         proc.terminate()
         try:
             proc.wait(timeout=STOP_TIMEOUT_S)
