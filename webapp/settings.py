@@ -150,3 +150,7 @@ STATICFILES_FINDERS = [
     "webapp.dashboard.finders.PlotlyJsFinder",
 ]
 DASHBOARD_LOGIN_REQUIRED = env_bool("DASHBOARD_LOGIN_REQUIRED", PRODUCTION)
+
+# PEM files (roots and intermediates) that EK certificates must chain to. The demo puts its
+# swtpm CA here; production points it at the TPM vendors' EK CAs.
+TPM_EK_CA_DIR = Path(env_str("TPM_EK_CA_DIR", str(DATA_DIR / "tpm" / "ek-ca")))

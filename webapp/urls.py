@@ -12,6 +12,7 @@ urlpatterns = [
     path("dashboard/data.json", dashboard.data, name="dashboard-data"),
     path("admin/", admin.site.urls),
     path("api/", include("webapp.leasing.api.urls")),
+    path("api/agent/", include("webapp.attestation.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

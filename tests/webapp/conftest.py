@@ -27,7 +27,9 @@ class Fleet:
 def fleet(db) -> Fleet:
     sync_catalogue()
     site = Site.objects.create(name="test-site", pue=Decimal("1.2"), tariff_micro_per_kwh=200_000)
-    policy = PcrPolicy.objects.create(name="test-policy", pcrs={"sha256": {}})
+    policy = PcrPolicy.objects.create(
+        name="test-policy", pcrs={"sha256": {"0": None, "2": None, "7": None}}
+    )
     node = Node.objects.create(
         name="node-1", site=site, pcr_policy=policy, status=Node.ACTIVE, trust=Node.TRUSTED
     )

@@ -10,7 +10,7 @@ class Attestation(models.Model):
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="attestations")
     created = models.DateTimeField(auto_now_add=True, db_index=True)
-    nonce = models.CharField(max_length=128, unique=True)
+    nonce = models.CharField(max_length=128, db_index=True)
     valid = models.BooleanField()
     reasons = models.JSONField(default=list, blank=True, help_text="[{code, detail, severity}]")
     quote = models.BinaryField()
@@ -24,3 +24,25 @@ class Attestation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node} {'valid' if self.valid else 'INVALID'} @ {self.created:%H:%M:%S}"
+
+
+class EnrolmentSession(models.Model):
+    """A credential challenge in flight: the agent must answer with the secret we wrapped
+    for its EK and AK. Only the secret's digest is kept."""
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="enrolment")
+    ak_public = models.BinaryField()
+    ak_name = models.CharField(max_length=70)
+    ek_name = models.CharField(max_length=70)
+    expected_digest = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+
+
+class Nonce(models.Model):
+    """Server-issued attestation nonces: single use, expiring. Consumed ones are kept until
+    they expire so a replay is reported as a replay."""
+
+    value = models.CharField(max_length=64, unique=True)
+    subject = models.CharField(max_length=100)
+    expires_at = models.FloatField(help_text="UNIX time")
+    consumed = models.BooleanField(default=False)

@@ -48,7 +48,8 @@ def gpu_uuid(node: str, index: int) -> str:
 def seed_demo() -> SeedResult:
     sync_catalogue()
     policy, _ = PcrPolicy.objects.get_or_create(
-        name="demo-boot-policy", defaults={"pcrs": {"sha256": {}}, "max_age_s": 300}
+        name="demo-boot-policy",
+        defaults={"pcrs": {"sha256": {"0": None, "2": None, "7": None}}, "max_age_s": 300},
     )
     sites = [
         Site.objects.get_or_create(name=n, defaults={"pue": p, "tariff_micro_per_kwh": t})[0]

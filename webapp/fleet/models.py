@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
@@ -66,6 +67,15 @@ class PcrPolicy(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        from attest.errors import PolicyError
+        from attest.policy import PcrPolicy as Parsed
+
+        try:
+            Parsed.from_json({"pcrs": self.pcrs})
+        except PolicyError as exc:
+            raise ValidationError({"pcrs": str(exc)}) from None
+
 
 class Node(models.Model):
     ENROLLING = "enrolling"
@@ -93,6 +103,8 @@ class Node(models.Model):
     ak_public = models.BinaryField(null=True, blank=True, editable=False)
     ak_name = models.CharField(max_length=70, blank=True, editable=False)
     last_good_attestation = models.DateTimeField(null=True, blank=True, editable=False)
+    ek_name = models.CharField(max_length=70, blank=True, editable=False)
+    credential_prefix = models.CharField(max_length=16, blank=True, editable=False)
     credential_digest = models.CharField(max_length=64, blank=True, editable=False)
     created = models.DateTimeField(auto_now_add=True)
 

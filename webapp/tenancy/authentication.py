@@ -6,14 +6,12 @@ constant time. Every failure gives the same answer so a caller cannot probe for 
 
 from __future__ import annotations
 
-import re
-
 from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
+from webapp.core import tokens
 from webapp.tenancy.models import KEY_PREFIX, ApiKey
 
-TOKEN_RE = re.compile(rf"^{KEY_PREFIX}_([A-Za-z0-9_-]{{8}})\.([A-Za-z0-9_-]{{32}})$")
 LAST_USED_RESOLUTION_S = 60  # don't write last_used on every request
 
 
@@ -39,11 +37,11 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             return None
         if len(header) != 2:
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <key>'.")
-        match = TOKEN_RE.match(header[1])
+        parsed = tokens.parse(KEY_PREFIX, header[1])
         key = None
-        if match:
-            key = ApiKey.objects.select_related("tenant").filter(prefix=match[1]).first()
-        if key is None or not key.matches(match[2]) or not key.is_usable():
+        if parsed:
+            key = ApiKey.objects.select_related("tenant").filter(prefix=parsed[0]).first()
+        if key is None or not key.matches(parsed[1]) or not key.is_usable():
             raise exceptions.AuthenticationFailed("Invalid, revoked or expired API key.")
         now = timezone.now()
         if key.last_used is None or (now - key.last_used).total_seconds() > LAST_USED_RESOLUTION_S:

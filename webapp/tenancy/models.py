@@ -1,16 +1,13 @@
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
 from datetime import datetime
 
 from django.db import models
 from django.utils import timezone
 
+from webapp.core import tokens
+
 KEY_PREFIX = "wl"  # every key starts with this, so a leaked one is easy to grep for
-PREFIX_BYTES = 6  # 8 url-safe characters: the public, stored-in-clear lookup part
-SECRET_BYTES = 24  # 32 url-safe characters: stored only as a SHA-256 digest
 
 
 class Tenant(models.Model):
@@ -46,29 +43,24 @@ class ApiKey(models.Model):
     def __str__(self) -> str:
         return f"{KEY_PREFIX}_{self.prefix}… ({self.tenant}, {self.scope})"
 
-    @staticmethod
-    def hash_secret(secret: str) -> str:
-        return hashlib.sha256(secret.encode()).hexdigest()
-
     @classmethod
     def issue(
         cls, tenant: Tenant, scope: str = READ, name: str = "", expires: datetime | None = None
     ) -> tuple[ApiKey, str]:
         """Create a key; returns it with the full token, which is shown once and never stored."""
-        prefix = secrets.token_urlsafe(PREFIX_BYTES)
-        secret = secrets.token_urlsafe(SECRET_BYTES)
+        new = tokens.new_token(KEY_PREFIX)
         key = cls.objects.create(
             tenant=tenant,
             name=name,
-            prefix=prefix,
-            digest=cls.hash_secret(secret),
+            prefix=new.prefix,
+            digest=new.digest,
             scope=scope,
             expires=expires,
         )
-        return key, f"{KEY_PREFIX}_{prefix}.{secret}"
+        return key, new.token
 
     def matches(self, secret: str) -> bool:
-        return hmac.compare_digest(self.digest, self.hash_secret(secret))
+        return tokens.matches(self.digest, secret)
 
     def is_usable(self, now: datetime | None = None) -> bool:
         now = now or timezone.now()

@@ -1,0 +1,118 @@
+"""The node agent's side of the server's agent API (`/api/agent/…`): enrol once, then
+answer challenges on a schedule. Plain urllib and JSON; no Django.
+
+The AK (public and TPM-wrapped private part) is kept in a state file so the agent survives
+restarts without re-enrolling; the private part is useless outside this TPM.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from attest.agent.tpm import AK_ECC, Agent, AkKey
+
+log = logging.getLogger("attest.agent")
+
+HTTP_TIMEOUT_S = 30.0
+MAX_RESPONSE_BYTES = 1 << 20
+
+
+class AgentApiError(RuntimeError):
+    """The server refused a request; carries its status and reasons."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        reasons = body.get("reasons") if isinstance(body, dict) else None
+        detail = "; ".join(f"{r.get('code')}: {r.get('detail')}" for r in reasons or []) or body
+        super().__init__(f"server answered {status}: {detail}")
+        self.status = status
+        self.body = body
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+class AgentApi:
+    def __init__(self, server: str, token: str) -> None:
+        self.server = server.rstrip("/")
+        self.token = token
+
+    def post(self, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"{self.server}/api/agent/{path}",
+            data=json.dumps(payload or {}).encode(),
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+                return json.loads(response.read(MAX_RESPONSE_BYTES))
+        except urllib.error.HTTPError as exc:
+            try:
+                body = json.loads(exc.read(MAX_RESPONSE_BYTES))
+            except ValueError:
+                body = exc.reason
+            raise AgentApiError(exc.code, body) from None
+
+
+def enrol(agent: Agent, api: AgentApi, alg: str = AK_ECC) -> AkKey:
+    """Create an AK, prove it shares a TPM with the EK, and register it with the server."""
+    request = agent.enrol(alg)
+    payload = {"ek_public": _b64(request.ek_public), "ak_public": _b64(request.ak.public)}
+    if request.ek_certificate:
+        payload["ek_certificate"] = _b64(request.ek_certificate)
+    challenge = api.post("enrol/", payload)
+    answer = agent.activate(
+        request.ak,
+        base64.b64decode(challenge["credential_blob"]),
+        base64.b64decode(challenge["secret"]),
+    )
+    api.post("enrol/activate/", {"answer": _b64(answer)})
+    return request.ak
+
+
+def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
+    """Fetch a fresh nonce, quote the selected PCRs over it, return the server's verdict."""
+    challenge = api.post("challenge/")
+    nonce = bytes.fromhex(challenge["nonce"])
+    evidence = agent.quote(ak, nonce, challenge["selection"])
+    return api.post(
+        "quote/",
+        {
+            "nonce": nonce.hex(),
+            "quote": _b64(evidence.quote),
+            "signature": _b64(evidence.signature),
+            "pcr_values": {
+                bank: {str(i): v.hex() for i, v in pcrs.items()}
+                for bank, pcrs in evidence.pcr_values.items()
+            },
+        },
+    )
+
+
+def load_or_enrol(agent: Agent, api: AgentApi, state: Path, alg: str = AK_ECC) -> AkKey:
+    if state.exists():
+        return AkKey.from_dict(json.loads(state.read_text()))
+    ak = enrol(agent, api, alg)
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(json.dumps(ak.to_dict()))
+    return ak
+
+
+def run(agent: Agent, api: AgentApi, ak: AkKey, interval_s: float, stop: threading.Event) -> None:
+    """Answer a challenge every `interval_s` until `stop` is set; errors are logged, and the
+    next round tries again (the server marks the node stale if rounds keep failing)."""
+    while not stop.is_set():
+        try:
+            verdict = attest_once(agent, api, ak)
+            log.info("attestation %s", "valid" if verdict.get("valid") else verdict)
+        except (AgentApiError, OSError) as exc:
+            log.warning("attestation round failed: %s", exc)
+        stop.wait(interval_s)

@@ -1,0 +1,228 @@
+"""The node agent's API end to end: a real swtpm, the real agent code, HTTP to a live server.
+Enrolment, quotes, and every refusal recorded with its reason."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol
+from attest.agent.tpm import AK_ECC, AK_RSA, Agent
+from attest.swtpm import LocalCA, start_node_tpm
+from webapp.attestation import service
+from webapp.attestation.models import Attestation
+from webapp.core.models import AuditEvent
+from webapp.fleet.models import Node
+from webapp.outbox.models import OutboxEntry
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    return LocalCA(tmp_path_factory.mktemp("ek-ca"))
+
+
+@pytest.fixture(scope="module")
+def tpm(tmp_path_factory, ca):
+    tpm = start_node_tpm(tmp_path_factory.mktemp("node-tpm"), ca)
+    yield tpm
+    tpm.stop()
+
+
+@pytest.fixture(scope="module")
+def stranger_tpm(tmp_path_factory):
+    """A TPM whose EK certificate comes from a CA the server does not trust."""
+    tpm = start_node_tpm(tmp_path_factory.mktemp("stranger"), LocalCA(tmp_path_factory.mktemp("x")))
+    yield tpm
+    tpm.stop()
+
+
+@pytest.fixture
+def trusted_ca(settings, tmp_path, ca):
+    directory = tmp_path / "ek-ca"
+    directory.mkdir()
+    shutil.copy(ca.root_cert_file, directory / "root.pem")
+    shutil.copy(ca.issuer_cert_file, directory / "issuer.pem")
+    settings.TPM_EK_CA_DIR = directory
+    return directory
+
+
+@pytest.fixture
+def agent(tpm):
+    with Agent(tpm.tcti) as agent:
+        yield agent
+
+
+@pytest.fixture
+def api(fleet, live_server, trusted_ca):
+    token = service.issue_node_credential(fleet.node, actor="test")
+    return AgentApi(live_server.url, token)
+
+
+def set_golden_values(node: Node, agent: Agent) -> None:
+    values = agent.read_pcrs("sha256:0,2,7")["sha256"]
+    node.pcr_policy.pcrs = {"sha256": {str(i): v.hex() for i, v in values.items()}}
+    node.pcr_policy.save()
+
+
+@pytest.mark.parametrize("alg", [AK_ECC, AK_RSA])
+def test_agent_enrols_and_attests(fleet, agent, api, alg):
+    ak = enrol(agent, api, alg)
+    node = Node.objects.get(pk=fleet.node.pk)
+    assert node.status == Node.ACTIVE and node.ak_name == ak.name.hex()
+    set_golden_values(node, agent)
+    verdict = attest_once(agent, api, ak)
+    assert verdict["valid"], verdict
+    node.refresh_from_db()
+    assert node.trust == Node.TRUSTED and node.last_good_attestation is not None
+    functions = set(OutboxEntry.objects.values_list("function", flat=True))
+    assert {"RegisterNode", "RecordAttestation"} <= functions
+
+
+def test_pcr7_change_turns_the_node_red(fleet, tpm, api, tmp_path_factory, ca):
+    # a TPM of its own: extending PCR 7 cannot be undone without a reboot
+    own = start_node_tpm(tmp_path_factory.mktemp("pcr7"), ca)
+    try:
+        with Agent(own.tcti) as agent:
+            ak = enrol(agent, api)
+            set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
+            assert attest_once(agent, api, ak)["valid"]
+            agent.extend_pcr(7, b"secure boot disabled")
+            verdict = attest_once(agent, api, ak)
+    finally:
+        own.stop()
+    assert not verdict["valid"]
+    assert "pcr_value_mismatch" in {r["code"] for r in verdict["reasons"]}
+    assert Node.objects.get(pk=fleet.node.pk).trust == Node.FAILED
+
+
+def test_ek_from_an_unknown_ca_is_refused_and_recorded(fleet, stranger_tpm, api):
+    with Agent(stranger_tpm.tcti) as agent, pytest.raises(AgentApiError) as refused:
+        enrol(agent, api)
+    assert refused.value.status == 400
+    codes = {r["code"] for r in refused.value.body["reasons"]}
+    assert any(code.startswith("ek_") for code in codes), codes
+    assert AuditEvent.objects.filter(action="node.enrolment_refused").exists()
+    assert not Node.objects.get(pk=fleet.node.pk).ak_public
+
+
+def test_wrong_credential_answer_is_refused(fleet, agent, api):
+    request = agent.enrol(AK_ECC)
+    api.post(
+        "enrol/",
+        {
+            "ek_public": base64.b64encode(request.ek_public).decode(),
+            "ek_certificate": base64.b64encode(request.ek_certificate).decode(),
+            "ak_public": base64.b64encode(request.ak.public).decode(),
+        },
+    )
+    with pytest.raises(AgentApiError) as refused:
+        api.post("enrol/activate/", {"answer": base64.b64encode(b"\0" * 32).decode()})
+    assert refused.value.body["reasons"][0]["code"] == "credential_mismatch"
+    assert not Node.objects.get(pk=fleet.node.pk).ak_public
+
+
+def test_replayed_quote_is_rejected_with_its_reason(fleet, agent, api):
+    ak = enrol(agent, api)
+    challenge = api.post("challenge/")
+    nonce = bytes.fromhex(challenge["nonce"])
+    evidence = agent.quote(ak, nonce, challenge["selection"])
+    body = {
+        "nonce": nonce.hex(),
+        "quote": base64.b64encode(evidence.quote).decode(),
+        "signature": base64.b64encode(evidence.signature).decode(),
+        "pcr_values": {
+            "sha256": {str(i): v.hex() for i, v in evidence.pcr_values["sha256"].items()}
+        },
+    }
+    assert api.post("quote/", body)["valid"]
+    again = api.post("quote/", body)
+    assert not again["valid"]
+    assert "nonce_replayed" in {r["code"] for r in again["reasons"]}
+    assert Attestation.objects.filter(node=fleet.node, valid=False).count() == 1
+    assert OutboxEntry.objects.filter(function="RecordAttestation").count() == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"nonce": "zz", "quote": "AA==", "signature": "AA==", "pcr_values": {"sha256": {}}},
+        {
+            "nonce": "00" * 32,
+            "quote": "not base64!",
+            "signature": "AA==",
+            "pcr_values": {"sha256": {"0": "00" * 32}},
+        },
+        {
+            "nonce": "00" * 32,
+            "quote": base64.b64encode(b"x" * 5000).decode(),
+            "signature": "AA==",
+            "pcr_values": {"sha256": {"0": "00" * 32}},
+        },
+        {
+            "nonce": "00" * 32,
+            "quote": "AA==",
+            "signature": "AA==",
+            "pcr_values": {"md5": {"0": "00" * 16}},
+        },
+        {
+            "nonce": "00" * 32,
+            "quote": "AA==",
+            "signature": "AA==",
+            "pcr_values": {"sha256": {"99": "00" * 32}},
+        },
+    ],
+)
+def test_malformed_quote_requests_are_400_and_write_nothing(fleet, api, body):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api.token}")
+    response = client.post("/api/agent/quote/", body, format="json")
+    assert response.status_code == 400
+    assert not Attestation.objects.exists()
+
+
+def test_garbage_evidence_gets_a_verdict_not_a_crash(fleet, agent, api):
+    enrol(agent, api)
+    nonce = api.post("challenge/")["nonce"]
+    verdict = api.post(
+        "quote/",
+        {
+            "nonce": nonce,
+            "quote": base64.b64encode(b"\xff" * 40).decode(),
+            "signature": base64.b64encode(b"\x00\x18" * 10).decode(),
+            "pcr_values": {"sha256": {"0": "00" * 32}},
+        },
+    )
+    assert not verdict["valid"] and verdict["reasons"]
+    assert Node.objects.get(pk=fleet.node.pk).trust == Node.FAILED
+
+
+def test_a_wrong_node_credential_is_refused(fleet, live_server, trusted_ca):
+    with pytest.raises(AgentApiError) as refused:
+        AgentApi(live_server.url, "wn_AAAAAAAA." + "A" * 32).post("challenge/")
+    assert refused.value.status == 401
+
+
+def test_tenant_keys_cannot_use_the_agent_api(owner):
+    assert owner.client.post("/api/agent/challenge/").status_code == 401
+
+
+def test_revoked_ak_must_enrol_again(fleet, agent, api):
+    ak = enrol(agent, api)
+    service.revoke_ak(Node.objects.get(pk=fleet.node.pk), actor="operator")
+    with pytest.raises(AgentApiError) as refused:
+        attest_once(agent, api, ak)
+    assert refused.value.body["reasons"][0]["code"] == "not_enrolled"
+    assert OutboxEntry.objects.filter(function="RevokeAK").exists()
+
+
+def test_nodes_without_a_fresh_good_quote_go_stale(fleet):
+    node = fleet.node
+    node.last_good_attestation = timezone.now() - timedelta(seconds=node.pcr_policy.max_age_s + 1)
+    node.save()
+    assert service.mark_stale() == 1
+    assert Node.objects.get(pk=node.pk).trust == Node.STALE

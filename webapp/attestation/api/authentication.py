@@ -1,0 +1,37 @@
+"""Node agents authenticate with their node credential: `Authorization: Bearer wn_…`."""
+
+from __future__ import annotations
+
+from rest_framework import authentication, exceptions, permissions
+
+from webapp.attestation.service import node_for_token
+from webapp.fleet.models import Node
+
+
+class NodePrincipal:
+    is_authenticated = True
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def __str__(self) -> str:
+        return f"agent of {self.node.name}"
+
+
+class NodeCredentialAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin-1").split()
+        if not header or header[0] != "Bearer":
+            return None
+        node = node_for_token(header[1]) if len(header) == 2 else None
+        if node is None:
+            raise exceptions.AuthenticationFailed("Invalid node credential.")
+        return NodePrincipal(node), None
+
+    def authenticate_header(self, request):
+        return "Bearer"
+
+
+class IsNodeAgent(permissions.BasePermission):
+    def has_permission(self, request, view):
+        return isinstance(request.user, NodePrincipal)

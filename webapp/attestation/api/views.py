@@ -1,0 +1,99 @@
+"""The node agent's API: enrol (EK + AK, credential activation), fetch a challenge, answer
+it with a quote. Thin: the decisions are in webapp.attestation.service."""
+
+from __future__ import annotations
+
+import base64
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.attestation import service
+from webapp.attestation.api import serializers as s
+from webapp.attestation.api.authentication import IsNodeAgent, NodeCredentialAuthentication
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+class AgentView(APIView):
+    authentication_classes = [NodeCredentialAuthentication]
+    permission_classes = [IsNodeAgent]
+    serializer_class: type | None = None
+
+    def post(self, request):
+        form = self.serializer_class(data=request.data) if self.serializer_class else None
+        if form is not None:
+            form.is_valid(raise_exception=True)
+        try:
+            return self.act(
+                request.user.node, form.validated_data if form else {}, actor=str(request.user)
+            )
+        except service.EnrolmentRefused as refused:
+            return Response({"reasons": refused.reasons}, status=status.HTTP_400_BAD_REQUEST)
+
+
+@extend_schema(request=s.EnrolSerializer, responses=dict)
+class EnrolView(AgentView):
+    serializer_class = s.EnrolSerializer
+
+    def act(self, node, data, actor):
+        challenge = service.start_enrolment(
+            node,
+            ek_public=data["ek_public"],
+            ek_certificate=data.get("ek_certificate"),
+            ak_public=data["ak_public"],
+            actor=actor,
+        )
+        return Response(
+            {"credential_blob": b64(challenge.credential_blob), "secret": b64(challenge.secret)}
+        )
+
+
+@extend_schema(request=s.ActivateSerializer, responses=dict)
+class ActivateView(AgentView):
+    serializer_class = s.ActivateSerializer
+
+    def act(self, node, data, actor):
+        node = service.finish_enrolment(node, answer=data["answer"], actor=actor)
+        return Response({"node": node.name, "ak_name": node.ak_name, "status": node.status})
+
+
+@extend_schema(request=None, responses=dict)
+class ChallengeView(AgentView):
+    def act(self, node, data, actor):
+        nonce = service.issue_challenge(node)
+        selection = service.policy_of(node).selection
+        return Response(
+            {
+                "nonce": nonce.hex(),
+                "selection": "+".join(
+                    f"{bank}:{','.join(map(str, sorted(pcrs)))}" for bank, pcrs in selection.items()
+                ),
+            }
+        )
+
+
+@extend_schema(request=s.QuoteSerializer, responses=dict)
+class QuoteView(AgentView):
+    serializer_class = s.QuoteSerializer
+
+    def act(self, node, data, actor):
+        attestation = service.record_quote(
+            node,
+            nonce=bytes.fromhex(data["nonce"]),
+            quote=data["quote"],
+            signature=data["signature"],
+            pcr_values=data["pcr_values"],
+            actor=actor,
+        )
+        return Response(
+            {
+                "attestation": attestation.pk,
+                "valid": attestation.valid,
+                "reasons": attestation.reasons,
+            }
+        )

@@ -1,0 +1,270 @@
+"""Node enrolment and attestation, as actions: each runs in one transaction, writes an audit
+row and the ledger outbox rows, and publishes dashboard events after commit.
+
+The cryptography is attest's; this module decides what a verdict means for a node.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from cryptography import x509
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from attest import enrol
+from attest.nonces import NonceRegistry
+from attest.pcrfile import PcrValues
+from attest.policy import PcrPolicy
+from attest.verdict import ClockInfo
+from attest.verifier import verify_quote
+from webapp.attestation.models import Attestation, EnrolmentSession
+from webapp.attestation.nonce_store import DbNonceStore
+from webapp.core import tokens
+from webapp.core.events import audit, publish_on_commit
+from webapp.fleet.models import Node
+from webapp.outbox.records import enqueue
+
+NODE_TOKEN_KIND = "wn"
+MAX_CA_FILES = 64
+
+
+class EnrolmentRefused(Exception):
+    def __init__(self, reasons: list[dict[str, str]]) -> None:
+        super().__init__("; ".join(f"{r['code']}: {r['detail']}" for r in reasons))
+        self.reasons = reasons
+
+
+def load_ca_certificates(directory: Path | None = None) -> list[x509.Certificate]:
+    """Every PEM certificate in the EK CA directory (roots and intermediates)."""
+    directory = Path(directory or settings.TPM_EK_CA_DIR)
+    certs: list[x509.Certificate] = []
+    for path in sorted(directory.glob("*.pem"))[:MAX_CA_FILES]:
+        certs.extend(x509.load_pem_x509_certificates(path.read_bytes()))
+    return certs
+
+
+def _split_roots(certs: list[x509.Certificate]) -> tuple[list, list]:
+    roots = [c for c in certs if c.issuer == c.subject]
+    return roots, [c for c in certs if c.issuer != c.subject]
+
+
+def policy_of(node: Node) -> PcrPolicy:
+    return PcrPolicy.from_json({"pcrs": node.pcr_policy.pcrs})
+
+
+def issue_node_credential(node: Node, *, actor: str) -> str:
+    """A fresh bearer token for the node's agent; the previous one stops working."""
+    new = tokens.new_token(NODE_TOKEN_KIND)
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(
+            credential_prefix=new.prefix, credential_digest=new.digest
+        )
+        audit(actor, "node.credential_issued", node)
+    return new.token
+
+
+def node_for_token(token: str) -> Node | None:
+    parsed = tokens.parse(NODE_TOKEN_KIND, token)
+    if parsed is None:
+        return None
+    node = Node.objects.filter(credential_prefix=parsed[0]).select_related("pcr_policy").first()
+    if node is None or not tokens.matches(node.credential_digest, parsed[1]):
+        return None
+    return node
+
+
+@dataclass(frozen=True)
+class CredentialChallenge:
+    credential_blob: bytes
+    secret: bytes
+
+
+def start_enrolment(
+    node: Node, *, ek_public: bytes, ek_certificate: bytes | None, ak_public: bytes, actor: str
+) -> CredentialChallenge:
+    """Check the EK certificate chain and the AK, then wrap a secret only that TPM can unwrap
+    with ActivateCredential (MakeCredential)."""
+    roots, intermediates = _split_roots(load_ca_certificates())
+    challenge, result = enrol.start_enrolment(
+        ek_public, ek_certificate, ak_public, roots, intermediates
+    )
+    if challenge is None:
+        reasons = [r.to_dict() for r in result.reasons]
+        audit(actor, "node.enrolment_refused", node, reasons=reasons)
+        raise EnrolmentRefused(reasons)
+    with transaction.atomic():
+        EnrolmentSession.objects.update_or_create(
+            node=node,
+            defaults={
+                "ak_public": challenge.ak_public,
+                "ak_name": challenge.ak_name.hex(),
+                "ek_name": challenge.ek_name.hex(),
+                "expected_digest": hashlib.sha256(challenge.expected).hexdigest(),
+            },
+        )
+        audit(actor, "node.enrolment_started", node, ak_name=challenge.ak_name.hex())
+    return CredentialChallenge(challenge.credential_blob, challenge.secret)
+
+
+def finish_enrolment(node: Node, *, answer: bytes, actor: str) -> Node:
+    refused = None
+    with transaction.atomic():
+        session = EnrolmentSession.objects.select_for_update().filter(node=node).first()
+        if session is None:
+            refused = {"code": "no_enrolment", "detail": "no enrolment in progress: start one"}
+        else:
+            session.delete()  # one answer per challenge, right or wrong
+            if not hmac.compare_digest(hashlib.sha256(answer).hexdigest(), session.expected_digest):
+                refused = {
+                    "code": "credential_mismatch",
+                    "detail": "ActivateCredential answer is wrong: the AK is not in the TPM "
+                    "that holds this EK",
+                }
+        if refused:
+            audit(actor, "node.enrolment_refused", node, reasons=[refused])
+        else:
+            _register(node, session, actor)
+    if refused:  # raised after the commit, so the refusal and its reason are on record
+        raise EnrolmentRefused([refused])
+    node.refresh_from_db()
+    return node
+
+
+def _register(node: Node, session: EnrolmentSession, actor: str) -> None:
+    node.ak_public = bytes(session.ak_public)
+    node.ak_name = session.ak_name
+    node.ek_name = session.ek_name
+    node.status = Node.ACTIVE
+    node.trust = Node.UNKNOWN
+    node.last_good_attestation = None
+    node.save()
+    audit(actor, "node.enrolled", node, ak_name=node.ak_name, ek_name=node.ek_name)
+    enqueue(
+        f"node:{node.name}:ak:{node.ak_name}",
+        "RegisterNode",
+        {
+            "node_id": node.name,
+            "ak_public": base64.b64encode(node.ak_public).decode(),
+            "gpus": [
+                {"uuid": g.uuid, "generation": g.generation.catalogue_id}
+                for g in node.gpus.select_related("generation")
+            ],
+            "policy": {"pcrs": node.pcr_policy.pcrs, "max_age_s": node.pcr_policy.max_age_s},
+        },
+    )
+    publish_on_commit("node", name=node.name, trust=node.trust)
+
+
+def registry() -> NonceRegistry:
+    return NonceRegistry(DbNonceStore(), clock=time.time)
+
+
+def issue_challenge(node: Node) -> bytes:
+    if node.status != Node.ACTIVE or not node.ak_public:
+        raise EnrolmentRefused([{"code": "not_enrolled", "detail": f"{node} has no AK"}])
+    return registry().issue(node.name)
+
+
+def record_quote(
+    node: Node,
+    *,
+    nonce: bytes,
+    quote: bytes,
+    signature: bytes,
+    pcr_values: PcrValues,
+    actor: str,
+) -> Attestation:
+    """Verify a quote against the node's AK and policy; store the verdict either way."""
+    with transaction.atomic():
+        node = Node.objects.select_for_update().select_related("pcr_policy").get(pk=node.pk)
+        check = registry().consume(nonce, node.name)
+        previous = node.attestations.filter(valid=True).exclude(clock={}).first()
+        verdict = verify_quote(
+            ak_public=bytes(node.ak_public or b""),
+            quote=quote,
+            signature=signature,
+            pcr_values=pcr_values,
+            nonce=nonce,
+            policy=policy_of(node),
+            previous_clock=ClockInfo.from_dict(previous.clock) if previous else None,
+        )
+        if not check.ok:
+            verdict.add(check.code, check.detail)
+        attestation = Attestation.objects.create(
+            node=node,
+            nonce=nonce.hex(),
+            valid=verdict.valid,
+            reasons=[r.to_dict() for r in verdict.reasons],
+            quote=quote,
+            signature=signature,
+            pcr_values={
+                bank: {str(i): v.hex() for i, v in pcrs.items()}
+                for bank, pcrs in pcr_values.items()
+            },
+            clock=verdict.clock.to_dict() if verdict.clock else {},
+        )
+        node.trust = Node.TRUSTED if verdict.valid else Node.FAILED
+        if verdict.valid:
+            node.last_good_attestation = attestation.created
+        node.save(update_fields=["trust", "last_good_attestation"])
+        audit(actor, "node.attested", node, valid=verdict.valid, codes=verdict.codes())
+        if check.ok:  # the ledger refuses a replayed nonce anyway; don't send one
+            enqueue(
+                f"attestation:{node.name}:{nonce.hex()}",
+                "RecordAttestation",
+                {
+                    "node_id": node.name,
+                    "nonce": nonce.hex(),
+                    "quote": base64.b64encode(quote).decode(),
+                    "signature": base64.b64encode(signature).decode(),
+                    "pcr_values": attestation.pcr_values,
+                },
+            )
+        publish_on_commit("node", name=node.name, trust=node.trust)
+    return attestation
+
+
+def revoke_ak(node: Node, *, actor: str) -> Node:
+    """Forget the node's AK: it is unleasable until its agent enrols again."""
+    with transaction.atomic():
+        old = node.ak_name
+        Node.objects.filter(pk=node.pk).update(
+            ak_public=None,
+            ak_name="",
+            status=Node.ENROLLING,
+            trust=Node.UNKNOWN,
+            last_good_attestation=None,
+        )
+        audit(actor, "node.ak_revoked", node, ak_name=old)
+        if old:
+            enqueue(
+                f"node:{node.name}:ak:{old}:revoke",
+                "RevokeAK",
+                {"node_id": node.name, "ak_name": old},
+            )
+        publish_on_commit("node", name=node.name, trust=Node.UNKNOWN)
+    node.refresh_from_db()
+    return node
+
+
+def mark_stale(now=None) -> int:
+    """Trusted nodes whose last good quote is older than their policy allows become stale."""
+    now = now or timezone.now()
+    stale = 0
+    for node in Node.objects.filter(trust=Node.TRUSTED).select_related("pcr_policy"):
+        limit = timedelta(seconds=node.pcr_policy.max_age_s)
+        if node.last_good_attestation is None or now - node.last_good_attestation > limit:
+            with transaction.atomic():
+                Node.objects.filter(pk=node.pk, trust=Node.TRUSTED).update(trust=Node.STALE)
+                audit("attestation-watch", "node.stale", node)
+                publish_on_commit("node", name=node.name, trust=Node.STALE)
+            stale += 1
+    return stale
