@@ -53,9 +53,13 @@ def demo_server(tmp_path):
                 pytest.fail(f"demo did not start:\n{log.read()}")
             time.sleep(0.5)
     yield base, process, log
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    if process.poll() is None:  # stop it the way an operator would, so swtpms go too
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def test_demo_serves_dashboard_admin_and_plotly(demo_server):
@@ -76,6 +80,12 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
     output = log.read()
     assert "operator console" in output and "tenant API key" in output
     assert "Traceback" not in output
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"swtpm socket.*{log.name.rsplit('/', 2)[0]}"],
+        capture_output=True,
+        text=True,
+    )
+    assert leftover.stdout == "", "the demo left swtpm processes behind"
 
 
 def test_demo_refuses_a_busy_port_with_one_line(tmp_path):

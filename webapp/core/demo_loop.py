@@ -15,6 +15,7 @@ from decimal import Decimal
 
 from django.db import close_old_connections
 
+from webapp.core.demo_agents import signals_to_main_thread
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
 from webapp.tenancy.models import Tenant
@@ -37,6 +38,7 @@ class DemoLoop(threading.Thread):
         self.stopping.set()
 
     def run(self) -> None:
+        signals_to_main_thread()
         while not self.stopping.wait(TICK_S):
             try:
                 self.tick()

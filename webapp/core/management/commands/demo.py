@@ -4,13 +4,24 @@ the site on 127.0.0.1:8000 while the demo loop leases, measures and settles."""
 from __future__ import annotations
 
 import errno
+import os
+import signal
 import socket
+import threading
+import time
 
+from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from webapp.core.demo_agents import DemoAgents
 from webapp.core.demo_loop import DemoLoop
 from webapp.core.seed import OPERATOR, seed_demo
+from webapp.fleet.models import Node, PcrPolicy
+
+DEMO_ATTESTATION_INTERVAL_S = 10.0
+SHUTDOWN_GRACE_S = 3.0
+SHUTDOWN_GRACE_S = 3.0
 
 
 def ensure_port_free(host: str, port: int) -> None:
@@ -53,17 +64,44 @@ class Command(BaseCommand):
         self.stdout.write(
             f"  try: curl -H 'Authorization: Bearer <key>' http://{host}:{port}/api/leases/"
         )
+        agents = DemoAgents(settings.DATA_DIR, f"http://{host}:{port}", DEMO_ATTESTATION_INTERVAL_S)
+        self.stdout.write("Starting one swtpm and node agent per node…")
+        agents.start(
+            list(Node.objects.order_by("name")),
+            PcrPolicy.objects.get(name="demo-boot-policy"),
+            progress=self.stdout.write,
+        )
         loop = None if no_loop else DemoLoop()
         if loop:
             loop.start()
-        try:
-            call_command(
-                "runserver",
-                f"{host}:{port}",
-                use_reloader=False,
-                insecure_serving=True,
-                skip_checks=True,
-            )
-        finally:
+
+        def stop_everything() -> None:
             if loop:
                 loop.stop()
+            agents.stop()  # agents finish their round while the server still answers
+            from twisted.internet import reactor
+
+            reactor.callFromThread(reactor.stop)
+            # daphne's reactor does not always stop with requests in flight; everything
+            # worth keeping is committed and the swtpms are down, so leave regardless.
+            time.sleep(SHUTDOWN_GRACE_S)
+            os._exit(0)
+
+        def shutdown(signum, frame):
+            # the handler runs on the server's thread: do the work on another one, so the
+            # server keeps answering the agents' last requests
+            self.stdout.write("Stopping the demo: agents, swtpms, server…")
+            threading.Thread(target=stop_everything, name="demo-shutdown").start()
+
+        # installed before the reactor starts: Twisted keeps a SIGINT handler it finds, and
+        # daphne's runserver is told not to install its own for SIGTERM
+        signal.signal(signal.SIGINT, shutdown)
+        signal.signal(signal.SIGTERM, shutdown)
+        call_command(
+            "runserver",
+            f"{host}:{port}",
+            use_reloader=False,
+            insecure_serving=True,
+            skip_checks=True,
+        )
+        stop_everything()
