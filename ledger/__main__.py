@@ -16,8 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     verify = sub.add_parser("verify", help="audit the whole embedded ledger")
     verify.add_argument("--path", type=Path, required=True, help="the ledger's SQLite file")
-    verify.add_argument("--skip-quotes", action="store_true",
-                        help="do not re-run the quote verifier")
+    verify.add_argument(
+        "--skip-quotes", action="store_true", help="do not re-run the quote verifier"
+    )
     receipt = sub.add_parser("receipt", help="export a lease's receipt as JSON")
     receipt.add_argument("--path", type=Path, required=True)
     receipt.add_argument("--lease", required=True)
@@ -31,9 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes)
         for defect in report.defects:
             print(f"DEFECT {defect}")
-        summary = (f"{report.blocks} blocks, {report.transactions} transactions "
-                   f"({report.valid} valid), {report.quotes} quotes re-verified, "
-                   f"{report.keys} state keys")
+        summary = (
+            f"{report.blocks} blocks, {report.transactions} transactions "
+            f"({report.valid} valid), {report.quotes} quotes re-verified, "
+            f"{report.keys} state keys"
+        )
         print(("OK: " if report.ok else "FAILED: ") + summary)
         return 0 if report.ok else 1
     if ns.command == "receipt":

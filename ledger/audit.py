@@ -56,17 +56,26 @@ class _Chain:
         self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
     def blocks(self) -> list[tuple[int, str, str, str, int]]:
-        return list(self.conn.execute(
-            "SELECT number, previous_hash, data_hash, hash, tx_count FROM blocks ORDER BY number"))
+        return list(
+            self.conn.execute(
+                "SELECT number, previous_hash, data_hash, hash, tx_count "
+                "FROM blocks ORDER BY number"
+            )
+        )
 
     def block_txs(self, number: int) -> list[tuple[int, str, str, bytes]]:
-        return list(self.conn.execute(
-            "SELECT txnum, tx_id, code, envelope FROM txs WHERE block = ? ORDER BY txnum",
-            (number,)))
+        return list(
+            self.conn.execute(
+                "SELECT txnum, tx_id, code, envelope FROM txs WHERE block = ? ORDER BY txnum",
+                (number,),
+            )
+        )
 
     def state(self) -> dict[str, tuple[bytes, tuple[int, int]]]:
-        return {k: (bytes(v), (b, t)) for k, v, b, t in self.conn.execute(
-            "SELECT key, value, block, txnum FROM state")}
+        return {
+            k: (bytes(v), (b, t))
+            for k, v, b, t in self.conn.execute("SELECT key, value, block, txnum FROM state")
+        }
 
 
 def _where(number: int, txnum: int, tx_id: str) -> str:
@@ -84,9 +93,7 @@ def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
     msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
     policy = EndorsementPolicy.from_json(config["policy"])
     state, committed, previous = DictState(), set(), GENESIS_PREVIOUS_HASH
-    for expected_number, (number, prev_hash, data_hash, block_hash, tx_count) in enumerate(
-        blocks
-    ):
+    for expected_number, (number, prev_hash, data_hash, block_hash, tx_count) in enumerate(blocks):
         report.blocks += 1
         here = f"block {number}"
         if number != expected_number:
@@ -94,18 +101,24 @@ def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
         txs = chain.block_txs(number)
         envelopes = [bytes(envelope) for _, _, _, envelope in txs]
         if prev_hash != previous:
-            report.defects.append(Defect(here, "previous_hash does not match the hash of "
-                                         f"block {number - 1}"))
+            report.defects.append(
+                Defect(here, f"previous_hash does not match the hash of block {number - 1}")
+            )
         if len(txs) != tx_count:
             report.defects.append(Defect(here, f"tx_count {tx_count} but {len(txs)} txs"))
-        for txnum, (recorded_num, tx_id, _, envelope) in enumerate(txs):
+        for txnum, (recorded_num, tx_id, _, _envelope) in enumerate(txs):
             if recorded_num != txnum:
-                report.defects.append(Defect(_where(number, recorded_num, tx_id),
-                                             f"transaction number gap, expected {txnum}"))
+                report.defects.append(
+                    Defect(
+                        _where(number, recorded_num, tx_id),
+                        f"transaction number gap, expected {txnum}",
+                    )
+                )
         if block_data_hash(envelopes) != data_hash:
             bad = ", ".join(_where(number, n, t) for n, t, _, _ in txs) or "(no txs)"
-            report.defects.append(Defect(here, f"data_hash does not match its transactions "
-                                         f"(one of: {bad})"))
+            report.defects.append(
+                Defect(here, f"data_hash does not match its transactions (one of: {bad})")
+            )
         if block_header_hash(number, prev_hash, data_hash) != block_hash:
             report.defects.append(Defect(here, "block hash does not match its header"))
         previous = block_hash
@@ -118,11 +131,11 @@ def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
             where = _where(number, txnum, tx_id)
             recomputed_id = result.tx.tx_id if result.tx else None
             if recomputed_id is not None and recomputed_id != tx_id:
-                report.defects.append(Defect(where, f"tx_id column differs from the "
-                                             f"envelope's {recomputed_id}"))
+                report.defects.append(
+                    Defect(where, f"tx_id column differs from the envelope's {recomputed_id}")
+                )
             if result.code != code:
-                report.defects.append(Defect(where, f"recorded {code}, recomputed "
-                                             f"{result.code}"))
+                report.defects.append(Defect(where, f"recorded {code}, recomputed {result.code}"))
             if result.code == VALID:
                 report.valid += 1
                 if check_quotes:
@@ -146,32 +159,44 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
         from ledger import contract_args as args
 
         verdict = attestation.verify(
-            args.b64bytes(node, "ak_public"), args.b64bytes(req, "quote"),
-            args.b64bytes(req, "signature"), args.pcr_values(req),
-            args.hexbytes(req, "nonce", 8, 64), node["pcr_policy"],
+            args.b64bytes(node, "ak_public"),
+            args.b64bytes(req, "quote"),
+            args.b64bytes(req, "signature"),
+            args.pcr_values(req),
+            args.hexbytes(req, "nonce", 8, 64),
+            node["pcr_policy"],
             json.loads(clock[0]) if clock else None,
         )
     except Exception as exc:  # any failure to re-verify is itself a defect to report
         report.defects.append(Defect(where, f"cannot re-verify the quote: {exc!r}"))
         return
     if verdict != recorded["verdict"]:
-        report.defects.append(Defect(where, "recorded quote verdict differs from the "
-                                     f"re-verified one (valid={verdict['valid']})"))
+        report.defects.append(
+            Defect(
+                where,
+                "recorded quote verdict differs from the "
+                f"re-verified one (valid={verdict['valid']})",
+            )
+        )
 
 
-def _compare_state(table: dict[str, tuple[bytes, tuple[int, int]]], replayed: DictState,
-                   report: AuditReport) -> None:
+def _compare_state(
+    table: dict[str, tuple[bytes, tuple[int, int]]], replayed: DictState, report: AuditReport
+) -> None:
     report.keys = len(replayed.values)
     for key in sorted(set(table) | set(replayed.values)):
         have, want = table.get(key), replayed.values.get(key)
         if have == want:
             continue
         written = f"last written by block {want[1][0]} tx {want[1][1]}" if want else "deleted"
-        report.defects.append(Defect(
-            f"state key {key!r}",
-            f"state table {'differs from' if have and want else 'disagrees with'} the replay "
-            f"({written}; table has {'nothing' if have is None else _digest(have[0])} at "
-            f"{have[1] if have else '-'})"))
+        report.defects.append(
+            Defect(
+                f"state key {key!r}",
+                f"state table {'differs from' if have and want else 'disagrees with'} the replay "
+                f"({written}; table has {'nothing' if have is None else _digest(have[0])} at "
+                f"{have[1] if have else '-'})",
+            )
+        )
 
 
 def _digest(value: bytes) -> str:

@@ -37,9 +37,9 @@ def _touches(writes: dict[str, Any], lease_id: str, atts: set[str], nodes: set[s
     for key in writes:
         if key == LEASE + lease_id or key.startswith(settlement_prefix):
             return True
-        if key.startswith(ATTESTATION) and key[len(ATTESTATION):] in atts:
+        if key.startswith(ATTESTATION) and key[len(ATTESTATION) :] in atts:
             return True
-        if key.startswith(NODE) and key[len(NODE):] in nodes:
+        if key.startswith(NODE) and key[len(NODE) :] in nodes:
             return True
     return False
 
@@ -56,8 +56,14 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
         nodes |= {g["node_id"] for g in migration["from"]}
     headers, entries = [], []
     for number, prev_hash, data_hash, block_hash, _ in chain.blocks():
-        headers.append({"number": number, "previous_hash": prev_hash,
-                        "data_hash": data_hash, "hash": block_hash})
+        headers.append(
+            {
+                "number": number,
+                "previous_hash": prev_hash,
+                "data_hash": data_hash,
+                "hash": block_hash,
+            }
+        )
         if number == 0:
             continue
         txs = chain.block_txs(number)
@@ -70,11 +76,24 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
                 k.startswith(GPU_LEASE) and json.loads(v or b"{}").get("lease_id") == lease_id
                 for k, v in tx.rwset.writes.items()
             ):
-                entries.append({"block": number, "txnum": txnum, "tx_id": tx_id, "code": code,
-                                "envelope": bytes(envelope).decode(), "block_tx_hashes": hashes})
-    return {"version": RECEIPT_VERSION, "lease_id": lease_id, "config": read_config(chain),
-            "genesis_envelope": bytes(chain.block_txs(0)[0][3]).decode(),
-            "headers": headers, "transactions": entries}
+                entries.append(
+                    {
+                        "block": number,
+                        "txnum": txnum,
+                        "tx_id": tx_id,
+                        "code": code,
+                        "envelope": bytes(envelope).decode(),
+                        "block_tx_hashes": hashes,
+                    }
+                )
+    return {
+        "version": RECEIPT_VERSION,
+        "lease_id": lease_id,
+        "config": read_config(chain),
+        "genesis_envelope": bytes(chain.block_txs(0)[0][3]).decode(),
+        "headers": headers,
+        "transactions": entries,
+    }
 
 
 def verify_receipt(receipt: dict[str, Any]) -> list[str]:
@@ -96,9 +115,7 @@ def _verify(receipt: dict[str, Any]) -> list[str]:
     for index, header in enumerate(headers):
         if header["number"] != index or header["previous_hash"] != previous:
             defects.append(f"block {index}: breaks the hash chain")
-        if block_header_hash(index, header["previous_hash"], header["data_hash"]) != header[
-            "hash"
-        ]:
+        if block_header_hash(index, header["previous_hash"], header["data_hash"]) != header["hash"]:
             defects.append(f"block {index}: hash does not match its header")
         previous = header["hash"]
     genesis_hash = hashlib.sha256(hashlib.sha256(genesis).digest()).hexdigest()
@@ -128,7 +145,8 @@ def _verify(receipt: dict[str, Any]) -> list[str]:
 
 def _check_settlement(where: str, req: dict[str, Any]) -> list[str]:
     expected = money.settlement_amount(
-        req["measured_mj"], req["attributed_mj"], req["tariff_micro_per_kwh"])
+        req["measured_mj"], req["attributed_mj"], req["tariff_micro_per_kwh"]
+    )
     if req["amount_micro"] != expected:
         return [f"{where}: settlement amount {req['amount_micro']} != recomputed {expected}"]
     return []

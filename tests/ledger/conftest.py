@@ -69,8 +69,7 @@ def backend(name: str) -> Callable:
 @contextmanager
 def embedded_backend(tmp_path: Path) -> Iterator[LedgerEnv]:
     path = tmp_path / "ledger.sqlite"
-    ledger = EmbeddedLedger.open(path, orgs=(ORG1, ORG2), block_size=50,
-                                 block_timeout_s=0.005)
+    ledger = EmbeddedLedger.open(path, orgs=(ORG1, ORG2), block_size=50, block_timeout_s=0.005)
     clock = StepClock()
 
     def new_client(org: str) -> LedgerClient:
@@ -79,8 +78,15 @@ def embedded_backend(tmp_path: Path) -> Iterator[LedgerEnv]:
     def outsider() -> LedgerClient:
         return EmbeddedClient(ledger, new_identity(ORG1, "mallory", None), clock_ns=clock)
 
-    env = LedgerEnv("embedded", {org: new_client(org) for org in (ORG1, ORG2)}, new_client,
-                    outsider, clock, path, ledger.close)
+    env = LedgerEnv(
+        "embedded",
+        {org: new_client(org) for org in (ORG1, ORG2)},
+        new_client,
+        outsider,
+        clock,
+        path,
+        ledger.close,
+    )
     try:
         yield env
     finally:

@@ -15,9 +15,16 @@ def js(value: Any) -> str:
     return json.dumps(value)
 
 
-def register_node(client: LedgerClient, tpm: Any, node_id: str, ak_index: int,
-                  gpus: list[tuple[str, str]], org: str = "Org1MSP",
-                  max_age_s: int = DEFAULT_MAX_AGE_S, golden: dict | None = None) -> dict:
+def register_node(
+    client: LedgerClient,
+    tpm: Any,
+    node_id: str,
+    ak_index: int,
+    gpus: list[tuple[str, str]],
+    org: str = "Org1MSP",
+    max_age_s: int = DEFAULT_MAX_AGE_S,
+    golden: dict | None = None,
+) -> dict:
     request = {
         "node_id": node_id,
         "org": org,
@@ -37,8 +44,9 @@ def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes | None = N
         "node_id": node_id,
         "quote": base64.b64encode(evidence.quote).decode(),
         "signature": base64.b64encode(evidence.signature).decode(),
-        "pcr_values": {"sha256": {str(i): v.hex()
-                                  for i, v in evidence.pcr_values["sha256"].items()}},
+        "pcr_values": {
+            "sha256": {str(i): v.hex() for i, v in evidence.pcr_values["sha256"].items()}
+        },
         "nonce": nonce.hex(),
     }
 
@@ -48,13 +56,19 @@ def attest(client: LedgerClient, tpm: Any, node_id: str, ak_index: int) -> dict:
     return json.loads(receipt.payload)
 
 
-def lease_request(lease_id: str, gpus: list[str], att_ids: list[str],
-                  tenant: str = "tenant-a") -> str:
-    return js({
-        "lease_id": lease_id,
-        "tenant": tenant,
-        "gpus": gpus,
-        "price_terms": {"currency": "EUR", "tariff_micro_per_kwh": 250_000,
-                        "attributed_w": 700},
-        "attestation_ids": att_ids,
-    })
+def lease_request(
+    lease_id: str, gpus: list[str], att_ids: list[str], tenant: str = "tenant-a"
+) -> str:
+    return js(
+        {
+            "lease_id": lease_id,
+            "tenant": tenant,
+            "gpus": gpus,
+            "price_terms": {
+                "currency": "EUR",
+                "tariff_micro_per_kwh": 250_000,
+                "attributed_w": 700,
+            },
+            "attestation_ids": att_ids,
+        }
+    )

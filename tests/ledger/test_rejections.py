@@ -27,8 +27,11 @@ def chain_height(env: LedgerEnv) -> int | None:
         ("GetLease", [js({"lease_id": "bad id!"})], "lease_id: must be an identifier"),
         ("GetLease", [], "incorrect number of params"),
         ("RegisterNode", [js({"node_id": "n1"})], "org: must be an identifier"),
-        ("CreateLease", [js({"lease_id": "L", "tenant": "t", "gpus": "GPU-a"})],
-         "gpus: must be a list"),
+        (
+            "CreateLease",
+            [js({"lease_id": "L", "tenant": "t", "gpus": "GPU-a"})],
+            "gpus: must be a list",
+        ),
         ("Settle", [js({"lease_id": "L", "interval_seq": -1})], "interval_seq: must be an"),
         ("GetHistory", [js({"key": "\x00secret"})], "key: must start with one of"),
         ("GetLease", [js({"lease_id": "x" * 70_000})], "limit 65536"),
@@ -43,7 +46,7 @@ def test_bad_arguments_are_refused_and_chain_untouched(ledger_env, fn, args, mes
 
 def test_oversized_proposal_is_refused(ledger_env):
     height = chain_height(ledger_env)
-    with pytest.raises(EndorsementError, match="proposal is .* bytes, limit"):
+    with pytest.raises(EndorsementError, match=r"proposal is .* bytes, limit"):
         ledger_env.clients["Org1MSP"].submit("GetLease", "x" * 300_000)
     assert chain_height(ledger_env) == height
 
