@@ -150,7 +150,6 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
     tx = result.tx
     if tx is None or tx.proposal.get("fn") != "RecordAttestation":
         return
-    report.quotes += 1
     try:
         req = json.loads(tx.proposal["args"][0])
         node = json.loads(state.values[NODE + req["node_id"]][0])
@@ -170,6 +169,7 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
     except Exception as exc:  # any failure to re-verify is itself a defect to report
         report.defects.append(Defect(where, f"cannot re-verify the quote: {exc!r}"))
         return
+    report.quotes += 1
     if verdict != recorded["verdict"]:
         report.defects.append(
             Defect(

@@ -77,6 +77,7 @@ class EmbeddedLedger:
         self._subscribers: list[queue.Queue] = []
         self._sub_lock = threading.Lock()
         self._closed = False
+        self.timings = {"validate": 0.0, "commit_sqlite": 0.0, "blocks": 0.0}
         self._fatal: BaseException | None = None
         self._committer = threading.Thread(
             target=self._commit_loop, name="ledger-committer", daemon=True
@@ -214,7 +215,9 @@ class EmbeddedLedger:
         number = tip.number + 1
         envelopes = [envelope for envelope, _ in batch]
         view = BlockView(self._committed_version, self._committed_range, number)
+        t0 = time.perf_counter()
         results = validate_block(envelopes, view, self.msp, self.policy, self.store.tx_id_committed)
+        t1 = time.perf_counter()
         data_hash = block_data_hash(envelopes)
         block = BlockRow(
             number,
@@ -230,6 +233,9 @@ class EmbeddedLedger:
             ts = r.tx.timestamp if r.tx else (0, 0)
             committed.append(CommittedTx(r.txnum, tx_id, r.code, r.envelope, writes, ts))
         self.store.commit_block(block, committed)
+        self.timings["validate"] += t1 - t0
+        self.timings["commit_sqlite"] += time.perf_counter() - t1
+        self.timings["blocks"] += 1
         for r, (_, future) in zip(results, batch, strict=True):
             payload = unb64(r.tx.response["payload"]) if r.tx else b""
             tx_id = r.tx.tx_id if r.tx else ""
