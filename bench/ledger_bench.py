@@ -61,7 +61,10 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
 def run(args: argparse.Namespace) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="ledger-bench-"))
     ledger = EmbeddedLedger.open(
-        workdir / "ledger.sqlite", block_size=args.block_size, block_timeout_s=args.block_timeout
+        workdir / "ledger.sqlite",
+        block_size=args.block_size,
+        block_timeout_s=args.block_timeout,
+        validation_workers=args.validation_workers,
     )
     print(f"setting up {args.leases} GPUs in {workdir} ...", file=sys.stderr)
     gpus, att_of = setup(ledger, args.leases, workdir)
@@ -109,6 +112,8 @@ def run(args: argparse.Namespace) -> dict:
         "threads": args.threads,
         "block_size": args.block_size,
         "block_timeout_s": args.block_timeout,
+        "validation_workers": args.validation_workers,
+        "switch_interval_ms": args.switch_interval_ms,
         "elapsed_s": round(elapsed, 3),
         "tps": round(len(latencies) / elapsed, 1),
         "p50_ms": round(1000 * statistics.median(latencies), 2),
@@ -131,7 +136,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=32)
     parser.add_argument("--block-size", type=int, default=250)
     parser.add_argument("--block-timeout", type=float, default=0.02)
-    print(json.dumps(run(parser.parse_args()), indent=1))
+    parser.add_argument("--validation-workers", type=int, default=0)
+    parser.add_argument("--switch-interval-ms", type=float, default=5.0)
+    args = parser.parse_args()
+    sys.setswitchinterval(args.switch_interval_ms / 1000)  # CPython's default is 5 ms
+    print(json.dumps(run(args), indent=1))
 
 
 if __name__ == "__main__":

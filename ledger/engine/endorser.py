@@ -28,6 +28,10 @@ class ProposalRejected(Exception):
     """The proposal was refused before or during simulation; nothing was ordered."""
 
 
+class LedgerClosed(Exception):
+    """The engine is closed or its committer failed: nothing was ordered; retry later."""
+
+
 @dataclass
 class Simulation:
     tx_id: str

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from chaincode_client.embedded import EmbeddedClient
-from chaincode_client.interface import EndorsementError, LedgerClient, Receipt
+from chaincode_client.interface import EndorsementError, LedgerClient, LedgerUnavailable, Receipt
 from ledger.engine import EmbeddedLedger
 
 
@@ -43,9 +43,9 @@ def test_non_string_arguments_are_refused(client):
         client.submit("GetNode", {"node_id": "n1"})  # type: ignore[arg-type]
 
 
-def test_a_closed_ledger_refuses_instead_of_hanging(tmp_path):
+def test_a_closed_ledger_is_unavailable_instead_of_hanging(tmp_path):
     ledger = EmbeddedLedger.open(tmp_path / "l.sqlite")
     client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "app"))
     ledger.close()
-    with pytest.raises(EndorsementError, match="closed"):
+    with pytest.raises(LedgerUnavailable, match="closed"):
         client.submit("RegisterNode", node("n1"))
