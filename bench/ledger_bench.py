@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> dict:
         block_size=args.block_size,
         block_timeout_s=args.block_timeout,
         validation_workers=args.validation_workers,
+        endorser_processes=args.endorser_processes,
     )
     print(f"setting up {args.leases} GPUs in {workdir} ...", file=sys.stderr)
     gpus, att_of = setup(ledger, args.leases, workdir)
@@ -113,6 +114,7 @@ def run(args: argparse.Namespace) -> dict:
         "block_size": args.block_size,
         "block_timeout_s": args.block_timeout,
         "validation_workers": args.validation_workers,
+        "endorser_processes": args.endorser_processes,
         "switch_interval_ms": args.switch_interval_ms,
         "elapsed_s": round(elapsed, 3),
         "tps": round(len(latencies) / elapsed, 1),
@@ -137,6 +139,7 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=250)
     parser.add_argument("--block-timeout", type=float, default=0.02)
     parser.add_argument("--validation-workers", type=int, default=0)
+    parser.add_argument("--endorser-processes", type=int, default=0)
     parser.add_argument("--switch-interval-ms", type=float, default=5.0)
     args = parser.parse_args()
     sys.setswitchinterval(args.switch_interval_ms / 1000)  # CPython's default is 5 ms

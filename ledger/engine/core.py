@@ -18,6 +18,7 @@ from pathlib import Path
 from ledger.engine.endorser import Endorser, LedgerClosed, ProposalRejected, Simulation
 from ledger.engine.msp import ChannelMsp, Identity, OrgMaterial, new_identity
 from ledger.engine.parallel import SignaturePool
+from ledger.engine.peers import EndorserPool
 from ledger.engine.store import BlockRow, CommittedTx, Store
 from ledger.engine.tx import (
     VALID,
@@ -65,12 +66,18 @@ class EmbeddedLedger:
         block_size: int,
         block_timeout_s: float,
         validation_workers: int = 0,
+        endorser_processes: int = 0,
     ) -> None:
         self.store = store
         self.config = config
         self.channel = config["channel"]
         self.policy = EndorsementPolicy.from_json(config["policy"])
         self._pool = SignaturePool(validation_workers, config) if validation_workers else None
+        self._peers = (
+            EndorserPool(endorser_processes, store.path, msp_dir_for(store.path), config)
+            if endorser_processes
+            else None
+        )
         self.msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
         self._orgs = orgs
         self.endorser = Endorser(store, self.msp, [o.peer for o in orgs.values()], self.channel)
@@ -99,10 +106,13 @@ class EmbeddedLedger:
         synchronous: str = "NORMAL",
         channel: str = DEFAULT_CHANNEL,
         validation_workers: int = 0,
+        endorser_processes: int = 0,
     ) -> EmbeddedLedger:
         """Open (or create, with a genesis block and fresh org keys) the ledger at path.
         Org keys live in `<path>.msp/<mspid>/`; on reopen orgs/policy come from genesis.
-        validation_workers > 0 checks block signatures in that many worker processes."""
+        validation_workers > 0 checks block signatures in that many worker processes;
+        endorser_processes > 0 simulates and signs proposals in that many (evaluate stays
+        in-process)."""
         path = Path(path)
         msp_dir = msp_dir_for(path)
         store = Store(path, synchronous)
@@ -117,7 +127,15 @@ class EmbeddedLedger:
         else:
             config = read_config(store)
             materials = {m: OrgMaterial.load(msp_dir / m) for m in config["ca_certs"]}
-        return cls(store, config, materials, block_size, block_timeout_s, validation_workers)
+        return cls(
+            store,
+            config,
+            materials,
+            block_size,
+            block_timeout_s,
+            validation_workers,
+            endorser_processes,
+        )
 
     @staticmethod
     def _write_genesis(store: Store, config: dict) -> None:
@@ -146,6 +164,9 @@ class EmbeddedLedger:
     def endorse(self, proposal_bytes: bytes, signature: bytes) -> tuple[Simulation, bytes]:
         """Simulate and collect every org's endorsement; returns the envelope to order."""
         self._check_open()
+        if self._peers is not None:
+            tx_id, payload, envelope = self._peers.endorse(proposal_bytes, signature)
+            return Simulation(tx_id, payload, b""), envelope
         simulation = self.endorser.simulate(proposal_bytes, signature)
         endorsements = self.endorser.endorse(simulation)
         envelope = encode_envelope(
@@ -278,6 +299,8 @@ class EmbeddedLedger:
         self._committer.join()
         if self._pool:
             self._pool.close()
+        if self._peers:
+            self._peers.close()
         with self._sub_lock:
             for subscriber in self._subscribers:
                 subscriber.put(_STOP)

@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from chaincode_client.embedded import EmbeddedClient
+from chaincode_client.interface import EndorsementError
 from ledger.audit import verify_ledger
 from ledger.engine import EmbeddedLedger
 from ledger.engine.endorser import make_proposal
@@ -127,3 +128,23 @@ def test_reopen_keeps_chain_config_and_keys(tmp_path):
     client = EmbeddedClient(again, again.enroll("Org2MSP", "b"))
     assert json.loads(client.evaluate("GetNode", js({"node_id": "n1"})))["org"] == "Org1MSP"
     again.close()
+
+
+def test_endorser_processes_simulate_against_committed_state(tmp_path):
+    ledger = EmbeddedLedger.open(
+        tmp_path / "l.sqlite", block_timeout_s=0.001, endorser_processes=1, validation_workers=1
+    )
+    try:
+        client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "a"))
+        assert client.submit("RegisterNode", node_request("n1")).valid
+        with pytest.raises(EndorsementError, match="already registered"):
+            client.submit("RegisterNode", node_request("n1"))
+        with pytest.raises(EndorsementError, match="creator rejected"):
+            from ledger.engine.msp import new_identity
+
+            EmbeddedClient(ledger, new_identity("Org1MSP", "x", None)).submit(
+                "RegisterNode", node_request("n2")
+            )
+    finally:
+        ledger.close()
+    assert verify_ledger(tmp_path / "l.sqlite").ok
