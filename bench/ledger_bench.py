@@ -98,12 +98,13 @@ def run(args: argparse.Namespace) -> dict:
 
     print(f"submitting {len(gpus)} CreateLease from {args.threads} threads ...", file=sys.stderr)
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(args.threads)]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     blocks = ledger.timings["blocks"]
     ledger.close()
     latencies.sort()
@@ -121,6 +122,8 @@ def run(args: argparse.Namespace) -> dict:
         "p50_ms": round(1000 * statistics.median(latencies), 2),
         "p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 2),
         "blocks": int(blocks),
+        "process_cpu_us_per_tx": round(cpu / max(1, len(latencies)) * 1e6, 1),
+        "process_cpu_utilisation": round(cpu / elapsed, 2),
         "cpu_s": {
             **{k: round(v, 3) for k, v in ledger.endorser.timings.items()},
             "committer_validate": round(ledger.timings["validate"], 3),

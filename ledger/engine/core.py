@@ -7,6 +7,7 @@ blocks by size or timeout, and a committer that validates and commits them atomi
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 import time
@@ -25,17 +26,19 @@ from ledger.engine.tx import (
     EndorsementPolicy,
     block_data_hash,
     block_header_hash,
+    data_hash_of_digests,
     dumps,
     encode_envelope,
     unb64,
 )
-from ledger.engine.validate import BlockView, validate_block
+from ledger.engine.validate import BlockView, signature_code, validate_block
 from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
 
 DEFAULT_ORGS = ("Org1MSP", "Org2MSP")
 DEFAULT_CHANNEL = "wattlease"
 DEFAULT_BLOCK_SIZE = 250
 DEFAULT_BLOCK_TIMEOUT_S = 0.02
+MAX_VOUCHED = 100_000
 _STOP = object()
 
 __all__ = ["EmbeddedLedger", "EndorsementPolicy", "LedgerClosed", "ProposalRejected", "TxResult"]
@@ -73,6 +76,10 @@ class EmbeddedLedger:
         self.channel = config["channel"]
         self.policy = EndorsementPolicy.from_json(config["policy"])
         self._pool = SignaturePool(validation_workers, config) if validation_workers else None
+        # sha256 of envelopes this process endorsed: their creator signature was verified and
+        # their endorsements made here, over exactly these bytes, so the committer need not
+        # verify them again. Any other envelope (and every one in the audit) is checked fully.
+        self._vouched: set[bytes] = set()
         self._peers = (
             EndorserPool(endorser_processes, store.path, msp_dir_for(store.path), config)
             if endorser_processes
@@ -166,13 +173,20 @@ class EmbeddedLedger:
         self._check_open()
         if self._peers is not None:
             tx_id, payload, envelope = self._peers.endorse(proposal_bytes, signature)
+            self._vouch(envelope)
             return Simulation(tx_id, payload, b""), envelope
         simulation = self.endorser.simulate(proposal_bytes, signature)
         endorsements = self.endorser.endorse(simulation)
         envelope = encode_envelope(
             proposal_bytes, signature, simulation.response_bytes, endorsements
         )
+        self._vouch(envelope)
         return simulation, envelope
+
+    def _vouch(self, envelope: bytes) -> None:
+        if len(self._vouched) >= MAX_VOUCHED:  # endorsed but never ordered: forget, re-verify
+            self._vouched.clear()
+        self._vouched.add(hashlib.sha256(envelope).digest())
 
     def order(self, envelope: bytes) -> Future:
         """Hand an endorsed envelope to the orderer; the future resolves to a TxResult
@@ -242,12 +256,13 @@ class EmbeddedLedger:
         envelopes = [envelope for envelope, _ in batch]
         view = BlockView(self._committed_version, self._committed_range, number)
         t0 = time.perf_counter()
-        codes = self._pool.codes(envelopes) if self._pool else None
+        digests = [hashlib.sha256(envelope).digest() for envelope in envelopes]
+        codes = self._signature_codes(envelopes, digests)
         results = validate_block(
             envelopes, view, self.msp, self.policy, self.store.tx_id_committed, codes
         )
         t1 = time.perf_counter()
-        data_hash = block_data_hash(envelopes)
+        data_hash = data_hash_of_digests(digests)
         block = BlockRow(
             number,
             tip.hash,
@@ -275,6 +290,24 @@ class EmbeddedLedger:
         with self._sub_lock:
             for subscriber in self._subscribers:
                 subscriber.put((number, events))
+
+    def _signature_codes(self, envelopes: list[bytes], digests: list[bytes]) -> list[str | None]:
+        """check_signatures' result per envelope: None for those this process vouches for,
+        computed (in the pool when configured) for the others."""
+        codes: list[str | None] = [None] * len(envelopes)
+        foreign = []
+        for i, digest in enumerate(digests):
+            if digest in self._vouched:
+                self._vouched.discard(digest)
+            else:
+                foreign.append(i)
+        if foreign and self._pool:
+            checked = self._pool.codes([envelopes[i] for i in foreign])
+        else:
+            checked = [signature_code(envelopes[i], self.msp, self.policy) for i in foreign]
+        for i, code in zip(foreign, checked, strict=True):
+            codes[i] = code
+        return codes
 
     def _committed_version(self, key: str) -> tuple[int, int] | None:
         found = self.store.state.get(key)

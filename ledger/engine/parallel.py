@@ -13,7 +13,8 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from ledger.engine.msp import ChannelMsp
-from ledger.engine.tx import BAD_PAYLOAD, EndorsementPolicy, check_signatures, decode_envelope
+from ledger.engine.tx import EndorsementPolicy
+from ledger.engine.validate import signature_code
 
 _worker: tuple[ChannelMsp, EndorsementPolicy] | None = None
 
@@ -29,13 +30,7 @@ def _init(ca_certs: dict[str, str], policy: dict[str, Any]) -> None:
 def _check(envelopes: list[bytes]) -> list[str | None]:
     assert _worker is not None, "worker not initialised"
     msp, policy = _worker
-    codes: list[str | None] = []
-    for envelope in envelopes:
-        try:
-            codes.append(check_signatures(decode_envelope(envelope), msp, policy))
-        except ValueError:
-            codes.append(BAD_PAYLOAD)
-    return codes
+    return [signature_code(envelope, msp, policy) for envelope in envelopes]
 
 
 class SignaturePool:

@@ -203,10 +203,12 @@ def check_mvcc(rwset: RwSet, state: StateVersions) -> str | None:
 
 
 def block_data_hash(envelopes: list[bytes]) -> str:
-    digest = hashlib.sha256()
-    for envelope in envelopes:
-        digest.update(hashlib.sha256(envelope).digest())
-    return digest.hexdigest()
+    return data_hash_of_digests([hashlib.sha256(envelope).digest() for envelope in envelopes])
+
+
+def data_hash_of_digests(digests: list[bytes]) -> str:
+    """The block data hash from each envelope's SHA-256 (so receipts need no siblings' data)."""
+    return hashlib.sha256(b"".join(digests)).hexdigest()
 
 
 def block_header_hash(number: int, previous_hash: str, data_hash: str) -> str:

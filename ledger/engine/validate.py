@@ -65,6 +65,13 @@ class BlockView:
             self.pending[key] = (value, (self._number, txnum))
 
 
+def signature_code(envelope: bytes, msp: ChannelMsp, policy: EndorsementPolicy) -> str | None:
+    try:
+        return check_signatures(decode_envelope(envelope), msp, policy)
+    except ValueError:
+        return BAD_PAYLOAD
+
+
 def validate_block(
     envelopes: list[bytes],
     view: BlockView,
@@ -128,4 +135,11 @@ class DictState:
                 self.values[key] = (value, (number, txnum))
 
 
-__all__ = ["BlockView", "DictState", "StateVersions", "Validated", "validate_block"]
+__all__ = [
+    "BlockView",
+    "DictState",
+    "StateVersions",
+    "Validated",
+    "signature_code",
+    "validate_block",
+]
