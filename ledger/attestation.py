@@ -14,6 +14,25 @@ class VerifierUnavailable(RuntimeError):
     """The attest package is missing: the peer cannot verify quotes, so it must not endorse."""
 
 
+def check_registration(ak_public: bytes, policy: dict[str, Any]) -> None:
+    """Refuse, at RegisterNode, an AK that does not parse as TPM2B_PUBLIC or a PCR policy the
+    verifier would not accept, instead of failing every later attestation."""
+    try:
+        from attest.errors import AttestError
+        from attest.policy import PcrPolicy
+        from attest.public import parse_public
+    except ImportError as exc:
+        raise VerifierUnavailable(f"quote verifier not available: {exc}") from None
+    try:
+        parse_public(ak_public)
+    except AttestError as exc:
+        raise ValueError(f"ak_public: {exc}") from None
+    try:
+        PcrPolicy.from_json({"pcrs": policy["pcrs"]})
+    except AttestError as exc:
+        raise ValueError(f"pcr_policy: {exc}") from None
+
+
 def verify(
     ak_public: bytes,
     quote: bytes,

@@ -80,9 +80,10 @@ class WattleaseContract(Contract):
         pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s}}"""
         req = args.load_object(request)
         node_id, org = args.identifier(req, "node_id"), args.identifier(req, "org")
-        args.b64bytes(req, "ak_public")  # stored as given; parsed by the verifier per quote
+        ak_public = args.b64bytes(req, "ak_public")
         gpus, policy = args.gpu_inventory(req), args.pcr_policy(req)
         _require_org(ctx, org, f"node {node_id}")
+        attestation.check_registration(ak_public, policy)
         stub = ctx.get_stub()
         node = await get_json(stub, NODE + node_id)
         epoch = 0

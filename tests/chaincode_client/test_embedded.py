@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pytest
@@ -10,6 +9,9 @@ import pytest
 from chaincode_client.embedded import EmbeddedClient
 from chaincode_client.interface import EndorsementError, LedgerClient, LedgerUnavailable, Receipt
 from ledger.engine import EmbeddedLedger
+from tests.ledger.helpers import software_ak_b64
+
+AK = software_ak_b64()
 
 
 def node(node_id: str) -> str:
@@ -17,7 +19,7 @@ def node(node_id: str) -> str:
         {
             "node_id": node_id,
             "org": "Org1MSP",
-            "ak_public": base64.b64encode(b"ak").decode(),
+            "ak_public": AK,
             "gpus": [{"uuid": f"GPU-{node_id}", "generation": "A100"}],
             "pcr_policy": {"pcrs": {"sha256": {"7": "ab" * 32}}, "max_age_s": 30},
         }

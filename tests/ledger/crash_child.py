@@ -3,7 +3,6 @@ prints `ACK <tx_id>` (flushed) only after each receipt, until it is killed."""
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 import threading
@@ -11,6 +10,9 @@ from pathlib import Path
 
 from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
+from tests.ledger.helpers import software_ak_b64
+
+AK = software_ak_b64()
 
 THREADS = 8
 
@@ -30,7 +32,7 @@ def main(path: str, prefix: str) -> None:
                     {
                         "node_id": node_id,
                         "org": "Org1MSP",
-                        "ak_public": base64.b64encode(node_id.encode()).decode(),
+                        "ak_public": AK,
                         "gpus": [{"uuid": f"GPU-{node_id}", "generation": "H100"}],
                         "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 60},
                     }

@@ -72,3 +72,17 @@ def lease_request(
             "attestation_ids": att_ids,
         }
     )
+
+
+def software_ak_b64() -> str:
+    """TPM2B_PUBLIC of a fresh software P-256 key: parseable, so RegisterNode accepts it, for
+    engine tests that never attest (every attestation test quotes with a real swtpm)."""
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from tests.attest.builders import ecc_public
+
+    restricted_sign = 0x00050072  # fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|...
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    return base64.b64encode(ecc_public(key, restricted_sign)).decode()

@@ -3,7 +3,6 @@ events, persistence."""
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import threading
@@ -17,7 +16,9 @@ from ledger.engine import EmbeddedLedger
 from ledger.engine.endorser import make_proposal
 from ledger.engine.tx import RwSet, check_mvcc
 from ledger.engine.validate import DictState
-from tests.ledger.helpers import js
+from tests.ledger.helpers import js, software_ak_b64
+
+AK = software_ak_b64()
 
 
 def node_request(node_id: str) -> str:
@@ -25,7 +26,7 @@ def node_request(node_id: str) -> str:
         {
             "node_id": node_id,
             "org": "Org1MSP",
-            "ak_public": base64.b64encode(b"ak-" + node_id.encode()).decode(),
+            "ak_public": AK,
             "gpus": [{"uuid": f"GPU-{node_id}", "generation": "H100"}],
             "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 60},
         }

@@ -58,3 +58,15 @@ def test_identity_not_issued_by_a_channel_ca_is_refused(ledger_env):
     with pytest.raises(EndorsementError, match="creator rejected"):
         ledger_env.outsider().evaluate("GetLease", js({"lease_id": "L1"}))
     assert chain_height(ledger_env) == height
+
+
+def test_unparseable_ak_is_refused_at_registration(ledger_env):
+    request = {
+        "node_id": "n1",
+        "org": "Org1MSP",
+        "ak_public": "Z2FyYmFnZQ==",
+        "gpus": [{"uuid": "GPU-a", "generation": "H100"}],
+        "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 60},
+    }
+    with pytest.raises(EndorsementError, match="ak_public: "):
+        ledger_env.clients["Org1MSP"].submit("RegisterNode", js(request))
