@@ -330,6 +330,13 @@ class EmbeddedLedger:
         self._closed = True
         self._queue.put(_STOP)
         self._committer.join()
+        while True:  # ordered after the stop marker by a racing submit: tell, don't hang
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP and not item[1].done():
+                item[1].set_exception(LedgerClosed("the ledger closed before ordering it"))
         if self._pool:
             self._pool.close()
         if self._peers:

@@ -49,7 +49,7 @@ shaped = st.dictionaries(
 raw = st.binary(max_size=300) | shaped.map(lambda d: json.dumps(d).encode())
 
 
-@settings(max_examples=400)
+@settings(max_examples=150, deadline=None)
 @given(raw)
 def test_proposal_parser_rejects_cleanly(data):
     try:
@@ -58,14 +58,14 @@ def test_proposal_parser_rejects_cleanly(data):
         assert str(exc)
 
 
-@settings(max_examples=400)
+@settings(max_examples=150, deadline=None)
 @given(raw)
 def test_envelope_decoder_raises_only_value_error(data):
     with pytest.raises(ValueError, match="malformed envelope"):
         decode_envelope(data)
 
 
-@settings(max_examples=300)
+@settings(max_examples=150, deadline=None)
 @given(shaped)
 def test_receipt_verifier_reports_instead_of_crashing(doc):
     problems = verify_receipt(doc)
