@@ -27,6 +27,7 @@ from ledger.engine.tx import (
     block_data_hash,
     block_header_hash,
     data_hash_of_digests,
+    decode_envelope,
     dumps,
     encode_envelope,
     unb64,
@@ -195,6 +196,40 @@ class EmbeddedLedger:
         future: Future = Future()
         self._queue.put((envelope, future))
         return future
+
+    # -- chain activity (for dashboards) ---------------------------------------------------
+    @property
+    def height(self) -> int:
+        """Number of committed blocks, genesis included."""
+        return self.store.tip.number + 1 if self.store.tip else 0
+
+    def block_summaries(self, start: int = 0, limit: int = 100) -> list[dict]:
+        """Blocks from `start` (at most `limit`), each with its transactions' id, function,
+        creator MSP and validation code: what a ledger-activity view shows."""
+        out = []
+        for block in self.store.blocks(start)[:limit]:
+            txs = []
+            for txnum, tx_id, code, envelope in self.store.block_txs(block.number):
+                fn, creator = "(config)", ""
+                if block.number > 0:
+                    try:
+                        tx = decode_envelope(bytes(envelope))
+                        fn, creator = str(tx.proposal.get("fn")), str(tx.creator.get("mspid"))
+                    except (ValueError, AttributeError):
+                        fn = "(unparseable)"
+                txs.append(
+                    {"txnum": txnum, "tx_id": tx_id, "fn": fn, "creator": creator, "code": code}
+                )
+            out.append(
+                {
+                    "number": block.number,
+                    "hash": block.hash,
+                    "previous_hash": block.previous_hash,
+                    "data_hash": block.data_hash,
+                    "transactions": txs,
+                }
+            )
+        return out
 
     # -- events --------------------------------------------------------------------------
     def events(self, start_block: int = 0, stop: threading.Event | None = None) -> Iterator[Event]:

@@ -149,3 +149,18 @@ def test_endorser_processes_simulate_against_committed_state(tmp_path):
     finally:
         ledger.close()
     assert verify_ledger(tmp_path / "l.sqlite").ok
+
+
+def test_block_summaries_show_functions_creators_and_codes(ledger):
+    identity = ledger.enroll("Org1MSP", "a")
+    first = endorsed(ledger, identity, "RegisterNode", node_request("n1"))
+    second = endorsed(ledger, identity, "RegisterNode", node_request("n1"))
+    futures = [ledger.order(first), ledger.order(second)]
+    number = futures[1].result().block_number
+    assert ledger.height == number + 1
+    [summary] = ledger.block_summaries(start=number, limit=1)
+    assert [(t["fn"], t["creator"], t["code"]) for t in summary["transactions"]] == [
+        ("RegisterNode", "Org1MSP", "VALID"),
+        ("RegisterNode", "Org1MSP", "MVCC_READ_CONFLICT"),
+    ]
+    assert ledger.block_summaries(0, 1)[0]["transactions"][0]["fn"] == "(config)"
