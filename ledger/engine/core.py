@@ -319,10 +319,15 @@ class EmbeddedLedger:
             payload = unb64(r.tx.response["payload"]) if r.tx else b""
             tx_id = r.tx.tx_id if r.tx else ""
             future.set_result(TxResult(tx_id, number, r.code, payload))
-        events = list(
-            _block_events(number, [(c.txnum, c.tx_id, c.code, c.envelope) for c in committed])
-        )
         with self._sub_lock:
+            if not self._subscribers:
+                return
+            events = [
+                Event(number, r.tx.tx_id, name, unb64(payload))
+                for r in results
+                if r.code == VALID and r.tx is not None
+                for name, payload in r.tx.response["events"]
+            ]
             for subscriber in self._subscribers:
                 subscriber.put((number, events))
 

@@ -277,3 +277,28 @@ def test_every_state_change_emits_an_event(ledger_env, fleet):
         "LeaseCreated",
         "LeaseEnded",
     ]
+
+
+def test_unknown_records_are_named(ledger_client, node_tpm):
+    for fn, request, message in [
+        ("GetLease", {"lease_id": "L9"}, "lease L9 does not exist"),
+        ("GetNode", {"node_id": "n9"}, "node n9 is not registered"),
+        ("GetAttestation", {"attestation_id": "a9"}, "attestation a9 does not exist"),
+        ("RevokeAK", {"node_id": "n9"}, "node n9 is not registered"),
+        ("EndLease", {"lease_id": "L9"}, "lease L9 does not exist"),
+    ]:
+        with pytest.raises(EndorsementError, match=message):
+            ledger_client.submit(fn, js(request))
+    with pytest.raises(EndorsementError, match="node n9 is not registered"):
+        ledger_client.submit("RecordAttestation", js(quote_request(node_tpm, "n9", 0)))
+
+
+def test_ended_lease_cannot_migrate_but_can_still_settle(ledger_client, fleet):
+    lease(ledger_client, "L1", ["GPU-a"], [fleet["n1"]])
+    ledger_client.submit("EndLease", js({"lease_id": "L1"}))
+    with pytest.raises(EndorsementError, match="L1 is ENDED"):
+        ledger_client.submit(
+            "MigrateLease",
+            js({"lease_id": "L1", "gpus": ["GPU-c"], "attestation_ids": [fleet["n1"]]}),
+        )
+    assert ledger_client.submit("Settle", settle_request()).valid
