@@ -18,6 +18,7 @@ from fabric_chaincode_python.fabric_contract_api import (
 
 from ledger import attestation, money
 from ledger import contract_args as args
+from ledger import contract_rules as rules
 from ledger.contract_state import (
     ATTESTATION,
     CLOCK,
@@ -27,7 +28,6 @@ from ledger.contract_state import (
     NODE,
     NODE_LEASE,
     NONCE,
-    NS_PER_S,
     SEQ_DIGITS,
     SETTLEMENT,
     TENANT_LEASE,
@@ -43,7 +43,7 @@ from ledger.contract_state import (
 )
 
 CONTRACT_NAME = "wattlease"
-ACTIVE, ENDED = "ACTIVE", "ENDED"
+ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
 NONCE_MIN_BYTES, NONCE_MAX_BYTES = 8, 64
 HISTORY_KEY_PREFIXES = (NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, LEASE)
 QUERIES = [
@@ -61,12 +61,6 @@ def _out(value: Any) -> str:
     return dumps(value).decode()
 
 
-def _require_org(ctx: TransactionContext, org: str, what: str) -> None:
-    caller = creator_msp(ctx)
-    if caller != org:
-        raise ContractError(f"{what} belongs to {org}; the caller is {caller or '(none)'}")
-
-
 class WattleaseContract(Contract):
     Name = CONTRACT_NAME
 
@@ -82,7 +76,7 @@ class WattleaseContract(Contract):
         node_id, org = args.identifier(req, "node_id"), args.identifier(req, "org")
         ak_public = args.b64bytes(req, "ak_public")
         gpus, policy = args.gpu_inventory(req), args.pcr_policy(req)
-        _require_org(ctx, org, f"node {node_id}")
+        rules.require_org(ctx, org, f"node {node_id}")
         attestation.check_registration(ak_public, policy)
         stub = ctx.get_stub()
         node = await get_json(stub, NODE + node_id)
@@ -122,8 +116,8 @@ class WattleaseContract(Contract):
         if not isinstance(reason, str) or len(reason) > args.MAX_TEXT_LEN:
             raise args.ArgumentError(f"reason: must be a string of <= {args.MAX_TEXT_LEN} chars")
         stub = ctx.get_stub()
-        node = await self._node(stub, node_id)
-        _require_org(ctx, node["org"], f"node {node_id}")
+        node = await rules.load_node(stub, node_id)
+        rules.require_org(ctx, node["org"], f"node {node_id}")
         if node["revoked"]:
             raise ContractError(f"the AK of node {node_id} is already revoked")
         node.update(revoked=True, revoked_tx=stub.get_txid(), revoked_reason=reason)
@@ -143,8 +137,8 @@ class WattleaseContract(Contract):
         pcrs = args.pcr_values(req)
         nonce = args.hexbytes(req, "nonce", NONCE_MIN_BYTES, NONCE_MAX_BYTES)
         stub = ctx.get_stub()
-        node = await self._node(stub, node_id)
-        _require_org(ctx, node["org"], f"node {node_id}")
+        node = await rules.load_node(stub, node_id)
+        rules.require_org(ctx, node["org"], f"node {node_id}")
         if node["revoked"]:
             raise ContractError(f"the AK of node {node_id} is revoked")
         seen = await get_json(stub, NONCE + nonce.hex())
@@ -192,7 +186,7 @@ class WattleaseContract(Contract):
         if await stub.get_state(LEASE + lease_id):
             raise ContractError(f"lease {lease_id} already exists")
         now = tx_time_ns(stub)
-        gpus = await self._claimable(stub, gpu_ids, att_ids, now)
+        gpus = await rules.claimable(stub, gpu_ids, att_ids, now)
         lease = {
             "lease_id": lease_id,
             "tenant": tenant,
@@ -205,7 +199,7 @@ class WattleaseContract(Contract):
             "created_ns": now,
             "migrations": [],
         }
-        await self._claim(stub, lease_id, gpus)
+        await rules.claim(stub, lease_id, gpus)
         await put_json(stub, LEASE + lease_id, lease)
         await stub.put_state(stub.create_composite_key(TENANT_LEASE, [tenant, lease_id]), b"\x00")
         stub.set_event("LeaseCreated", dumps({"lease_id": lease_id, "tenant": tenant}))
@@ -215,7 +209,7 @@ class WattleaseContract(Contract):
         """{lease_id}"""
         req = args.load_object(request)
         stub = ctx.get_stub()
-        lease = await self._active_lease(ctx, args.identifier(req, "lease_id"))
+        lease = await rules.active_lease(ctx, args.identifier(req, "lease_id"))
         for gpu in lease["gpus"]:
             await stub.delete_state(GPU_LEASE + gpu["uuid"])
         lease.update(status=ENDED, ended_tx=stub.get_txid(), ended_ns=tx_time_ns(stub))
@@ -228,9 +222,9 @@ class WattleaseContract(Contract):
         req = args.load_object(request)
         gpu_ids, att_ids = args.id_list(req, "gpus"), args.id_list(req, "attestation_ids")
         stub = ctx.get_stub()
-        lease = await self._active_lease(ctx, args.identifier(req, "lease_id"))
+        lease = await rules.active_lease(ctx, args.identifier(req, "lease_id"))
         now = tx_time_ns(stub)
-        gpus = await self._claimable(stub, gpu_ids, att_ids, now)
+        gpus = await rules.claimable(stub, gpu_ids, att_ids, now)
         old_generations = {g["generation"] for g in lease["gpus"]}
         same = [g["uuid"] for g in gpus if g["generation"] in old_generations]
         if same:
@@ -240,7 +234,7 @@ class WattleaseContract(Contract):
             )
         for gpu in lease["gpus"]:
             await stub.delete_state(GPU_LEASE + gpu["uuid"])
-        await self._claim(stub, lease["lease_id"], gpus)
+        await rules.claim(stub, lease["lease_id"], gpus)
         lease["migrations"].append(
             {"from": lease["gpus"], "to": gpus, "tx_id": stub.get_txid(), "timestamp_ns": now}
         )
@@ -268,7 +262,7 @@ class WattleaseContract(Contract):
         lease = await get_json(stub, LEASE + terms["lease_id"])
         if lease is None:
             raise ContractError(f"lease {terms['lease_id']} does not exist")
-        _require_org(ctx, lease["org"], f"lease {terms['lease_id']}")
+        rules.require_org(ctx, lease["org"], f"lease {terms['lease_id']}")
         key = stub.create_composite_key(
             SETTLEMENT, [terms["lease_id"], str(terms["interval_seq"]).zfill(SEQ_DIGITS)]
         )
@@ -299,12 +293,12 @@ class WattleaseContract(Contract):
     async def GetNode(self, ctx: TransactionContext, request: str) -> str:
         """{node_id}"""
         node_id = args.identifier(args.load_object(request), "node_id")
-        return _out(await self._node(ctx.get_stub(), node_id))
+        return _out(await rules.load_node(ctx.get_stub(), node_id))
 
     async def GetLease(self, ctx: TransactionContext, request: str) -> str:
         """{lease_id}"""
         lease_id = args.identifier(args.load_object(request), "lease_id")
-        return _out(await self._lease(ctx.get_stub(), lease_id))
+        return _out(await rules.load_lease(ctx.get_stub(), lease_id))
 
     async def GetAttestation(self, ctx: TransactionContext, request: str) -> str:
         """{attestation_id}"""
@@ -319,14 +313,14 @@ class WattleaseContract(Contract):
         tenant = args.identifier(args.load_object(request), "tenant")
         stub = ctx.get_stub()
         ids = await index_ids(stub, TENANT_LEASE, tenant)
-        return _out([await self._lease(stub, lease_id) for lease_id in ids])
+        return _out([await rules.load_lease(stub, lease_id) for lease_id in ids])
 
     async def LeasesByNode(self, ctx: TransactionContext, request: str) -> str:
         """{node_id} -> [lease] (every lease that ever used one of the node's GPUs)"""
         node_id = args.identifier(args.load_object(request), "node_id")
         stub = ctx.get_stub()
         ids = await index_ids(stub, NODE_LEASE, node_id)
-        return _out([await self._lease(stub, lease_id) for lease_id in ids])
+        return _out([await rules.load_lease(stub, lease_id) for lease_id in ids])
 
     async def GetSettlements(self, ctx: TransactionContext, request: str) -> str:
         """{lease_id} -> [settlement] in interval order"""
@@ -343,88 +337,6 @@ class WattleaseContract(Contract):
             raise args.ArgumentError(f"key: must start with one of {HISTORY_KEY_PREFIXES}")
         args.identifier({"key": key.split(":", 1)[1]}, "key")
         return _out(await history(ctx.get_stub(), key))
-
-    # -- rules shared by the functions above ---------------------------------------------
-
-    async def _node(self, stub: Any, node_id: str) -> dict[str, Any]:
-        node = await get_json(stub, NODE + node_id)
-        if node is None:
-            raise ContractError(f"node {node_id} is not registered")
-        return node
-
-    async def _lease(self, stub: Any, lease_id: str) -> dict[str, Any]:
-        lease = await get_json(stub, LEASE + lease_id)
-        if lease is None:
-            raise ContractError(f"lease {lease_id} does not exist")
-        return lease
-
-    async def _active_lease(self, ctx: TransactionContext, lease_id: str) -> dict[str, Any]:
-        lease = await self._lease(ctx.get_stub(), lease_id)
-        _require_org(ctx, lease["org"], f"lease {lease_id}")
-        if lease["status"] != ACTIVE:
-            raise ContractError(f"lease {lease_id} is {lease['status']}, not {ACTIVE}")
-        return lease
-
-    async def _claimable(
-        self, stub: Any, gpu_ids: list[str], att_ids: list[str], now_ns: int
-    ) -> list[dict[str, str]]:
-        """The GPUs, if each is registered, free, and its node has a good, fresh attestation
-        among att_ids; reading gpulease:{uuid} puts it in the read set, so of two concurrent
-        leases of one GPU the second fails MVCC validation."""
-        atts = {}
-        for att_id in att_ids:
-            record = await get_json(stub, ATTESTATION + att_id)
-            if record is None:
-                raise ContractError(f"attestation {att_id} does not exist")
-            atts[att_id] = record
-        gpus, nodes = [], {}
-        for uuid in gpu_ids:
-            gpu = await get_json(stub, GPU + uuid)
-            if gpu is None:
-                raise ContractError(f"GPU {uuid} is not registered")
-            holder = await get_json(stub, GPU_LEASE + uuid)
-            if holder is not None:
-                raise ContractError(f"GPU {uuid} is in active lease {holder['lease_id']}")
-            node_id = gpu["node_id"]
-            if node_id not in nodes:
-                nodes[node_id] = await self._node(stub, node_id)
-                self._require_attested(nodes[node_id], atts.values(), now_ns)
-            gpus.append({"uuid": uuid, "generation": gpu["generation"], "node_id": node_id})
-        return gpus
-
-    @staticmethod
-    def _require_attested(node: dict[str, Any], atts: Any, now_ns: int) -> None:
-        if node["revoked"]:
-            raise ContractError(f"the AK of node {node['node_id']} is revoked")
-        max_age_ns = node["pcr_policy"]["max_age_s"] * NS_PER_S
-        reasons = []
-        for att in atts:
-            if att["node_id"] != node["node_id"]:
-                continue
-            age_ns = now_ns - att["timestamp_ns"]
-            if not att["valid"]:
-                reasons.append(f"{att['attestation_id']} failed verification")
-            elif att["ak_epoch"] != node["ak_epoch"]:
-                reasons.append(f"{att['attestation_id']} was made with a revoked AK")
-            elif not 0 <= age_ns <= max_age_ns:
-                reasons.append(
-                    f"{att['attestation_id']} is {age_ns // NS_PER_S} s old, "
-                    f"policy allows {node['pcr_policy']['max_age_s']} s"
-                )
-            else:
-                return
-        raise ContractError(
-            f"node {node['node_id']} has no good attestation within its policy's age"
-            + (f": {'; '.join(reasons)}" if reasons else " among attestation_ids")
-        )
-
-    async def _claim(self, stub: Any, lease_id: str, gpus: list[dict[str, str]]) -> None:
-        for gpu in gpus:
-            await put_json(stub, GPU_LEASE + gpu["uuid"], {"lease_id": lease_id})
-        for node_id in sorted({g["node_id"] for g in gpus}):
-            await stub.put_state(
-                stub.create_composite_key(NODE_LEASE, [node_id, lease_id]), b"\x00"
-            )
 
 
 def new_chaincode() -> ContractChaincode:
