@@ -76,6 +76,10 @@ class PcrPolicy:
     def has_golden_values(self) -> bool:
         return any(self.golden.values())
 
+    def tpm_selection_map(self) -> dict[int, frozenset[int]]:
+        """Alg id → non-empty PCR set, for comparing with a quote's selection."""
+        return {C.HASH_IDS[bank]: pcrs for bank, pcrs in self.selection.items() if pcrs}
+
     def tpm_selection(self) -> Selection:
         """The selection as (alg id, PCR set) pairs, in ascending alg id order."""
         return tuple(
