@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -139,14 +139,20 @@ def _expected_digest(att: Attest, hash_alg: int, values: PcrValues, v: Verdict) 
     """H(PCR values concatenated in the quote's selection order), or None if values missing."""
     parts: list[bytes] = []
     for alg, pcrs in att.pcr_select:
-        bank = values.get(C.HASH_NAMES[alg], {})
+        found = values.get(C.HASH_NAMES[alg])
+        bank: dict[Any, Any] = found if isinstance(found, dict) else {}
         for pcr in sorted(pcrs):
-            value = bank.get(pcr)
+            # int keys; str keys too, as the values arrive after a JSON round trip
+            value = bank.get(pcr, bank.get(str(pcr)))
             if not isinstance(value, bytes) or len(value) != C.DIGEST_SIZES[alg]:
                 v.add("pcr_values_incomplete", f"no valid {C.HASH_NAMES[alg]} PCR {pcr} value")
                 return None
             parts.append(value)
     return C.hash_bytes(hash_alg, b"".join(parts))
+
+
+def _value(bank: dict[Any, bytes], pcr: int) -> bytes:
+    return bank[pcr] if pcr in bank else bank[str(pcr)]
 
 
 def _check_selection(att: Attest, policy: PcrPolicy, v: Verdict) -> None:
@@ -198,10 +204,19 @@ def verify_quote(
     pcr_values: PcrValues,
     nonce: bytes,
     policy: PcrPolicy | None = None,
-    previous_clock: ClockInfo | None = None,
+    previous_clock: ClockInfo | dict | None = None,
 ) -> Verdict:
-    """Verify a TPM2_Quote. Never raises on bad evidence: every failure is a reason."""
+    """Verify a TPM2_Quote. Never raises on bad evidence: every failure is a reason.
+
+    `previous_clock` may also be the dict `ClockInfo.to_dict()` made (as the ledger stores it).
+    """
     v = Verdict()
+    if previous_clock is not None and not isinstance(previous_clock, ClockInfo):
+        try:
+            previous_clock = ClockInfo.from_dict(previous_clock)
+        except ValueError as exc:
+            v.add("previous_clock_invalid", f"stored clock of the previous quote: {exc}")
+            return v
     try:
         ak = _load_ak(bytes(ak_public))
     except (MalformedEvidence, TypeError) as exc:
@@ -283,7 +298,7 @@ def _check_body(
     elif expected is not None:
         # Only values the signed digest vouches for are reported and compared.
         v.pcr_values = {
-            C.HASH_NAMES[alg]: {p: values[C.HASH_NAMES[alg]][p] for p in sorted(pcrs)}
+            C.HASH_NAMES[alg]: {p: _value(values[C.HASH_NAMES[alg]], p) for p in sorted(pcrs)}
             for alg, pcrs in att.pcr_select
         }
         _check_golden(v.pcr_values, policy, v)
