@@ -18,7 +18,8 @@ MAX_SIG_BYTES = 512  # RSA-4096 signature
 MAX_ECC_SCALAR_BYTES = 66  # P-521
 MAX_ATTESTED_BYTES = 1024
 # TPMS_CLOCK_INFO (clock u64, resetCount u32, restartCount u32, safe u8) + firmwareVersion u64
-CLOCK_AND_FIRMWARE = struct.Struct(">QIIBQ")  # the attested union for non-quote types, kept raw
+CLOCK_AND_FIRMWARE = struct.Struct(">QIIBQ")
+MAGIC_AND_TYPE = struct.Struct(">IH")  # the attested union for non-quote types, kept raw
 
 # A PCR selection: {hash alg id: frozenset of PCR indices}, in the order the TPM reported.
 Selection = tuple[tuple[int, frozenset[int]], ...]
@@ -98,8 +99,10 @@ def parse_attest(data: bytes) -> Attest:
     # A raw TPMS_ATTEST starts with the magic 0xff54..., which no bounded size prefix equals.
     if len(r.data) >= 2 and int.from_bytes(r.data[:2], "big") == len(r.data) - 2:
         r = Reader(r.data[2:], "TPMS_ATTEST")  # unwrap TPM2B_ATTEST
-    magic = r.u32("magic")
-    st = r.u16("type")
+    if r.size < MAGIC_AND_TYPE.size:
+        raise r.fail("magic", f"needs {MAGIC_AND_TYPE.size} bytes, only {r.size} left")
+    magic, st = MAGIC_AND_TYPE.unpack_from(r.data, 0)
+    r.offset = MAGIC_AND_TYPE.size
     signer = r.tpm2b("qualifiedSigner", MAX_NAME_BYTES)
     extra = r.tpm2b("extraData", MAX_EXTRA_DATA_BYTES)
     at = r.offset

@@ -33,6 +33,14 @@ MIN_NONCE_BYTES = 8  # shorter nonces are guessable enough to pre-compute quotes
 PEM_PREFIX = b"-----BEGIN"
 
 DEFAULT_POLICY = PcrPolicy.default()
+DEFAULT_POLICY_REASON = Reason(
+    "policy_default",
+    "no PCR policy: default selection sha256:0,2,7, golden values not checked",
+    SEVERITY_INFO,
+)
+NO_GOLDEN_REASON = Reason(
+    "no_golden_values", "policy has no golden values: PCR contents not checked", SEVERITY_INFO
+)
 ECDSA_BY_HASH = {alg: ec.ECDSA(C.HASH_ALGS[alg]()) for alg in ACCEPTED_QUOTE_HASHES}
 AnyKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 
@@ -278,17 +286,9 @@ def _check_body(
         v.add("nonce_mismatch", "quote extraData is not the nonce we issued (stale or replayed)")
     if policy is None:
         policy = DEFAULT_POLICY
-        v.add(
-            "policy_default",
-            "no PCR policy: default selection sha256:0,2,7, golden values not checked",
-            SEVERITY_INFO,
-        )
+        v.reasons.append(DEFAULT_POLICY_REASON)
     elif not policy.has_golden_values:
-        v.add(
-            "no_golden_values",
-            "policy has no golden values: PCR contents not checked",
-            SEVERITY_INFO,
-        )
+        v.reasons.append(NO_GOLDEN_REASON)
     v.policy = policy
     _check_selection(att, policy, v)
     values = pcr_values if isinstance(pcr_values, dict) else {}
