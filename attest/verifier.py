@@ -205,6 +205,15 @@ def _check_clock(now: ClockInfo, prev: ClockInfo | None, v: Verdict) -> None:
         v.add("clock_went_backwards", f"clock {now.clock} ms < previous {prev.clock} ms")
 
 
+def _as_bytes(value: object, what: str) -> bytes:
+    """bytes(x) of an int would allocate x zero bytes: accept only bytes-like input."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise MalformedEvidence(what, 0, f"expected bytes, got {type(value).__name__}")
+
+
 def verify_quote(
     ak_public: bytes,
     quote: bytes,
@@ -226,7 +235,7 @@ def verify_quote(
             v.add("previous_clock_invalid", f"stored clock of the previous quote: {exc}")
             return v
     try:
-        ak = _load_ak(bytes(ak_public))
+        ak = _load_ak(_as_bytes(ak_public, "AK public"))
     except (MalformedEvidence, TypeError) as exc:
         v.add("ak_malformed", f"AK public key: {exc}")
         return v
@@ -242,11 +251,14 @@ def verify_quote(
         v.ak_attributes_checked = True
         v.reasons.extend(ak.attribute_reasons)
     try:
-        sig = parse_signature(bytes(signature))
-        att = parse_attest(bytes(quote))
+        sig = parse_signature(_as_bytes(signature, "TPMT_SIGNATURE"))
     except (MalformedEvidence, TypeError) as exc:
-        code = "signature_malformed" if "SIGNATURE" in str(exc) else "quote_malformed"
-        v.add(code, str(exc))
+        v.add("signature_malformed", str(exc))
+        return v
+    try:
+        att = parse_attest(_as_bytes(quote, "TPMS_ATTEST"))
+    except (MalformedEvidence, TypeError) as exc:
+        v.add("quote_malformed", str(exc))
         return v
     if not _check_scheme(ak, sig, v):
         return v

@@ -177,3 +177,13 @@ def test_pcr_values_after_a_json_round_trip_are_accepted() -> None:
     stored_clock = verify_quote(AK, QUOTE, SIG, as_json, NONCE).clock.to_dict()
     verdict = verify_quote(AK, QUOTE, SIG, as_json, NONCE, previous_clock=stored_clock)
     assert verdict.valid, verdict.reasons
+
+
+@pytest.mark.parametrize("bad", [10**12, None, "ff", 3.5, [1, 2]])
+def test_non_bytes_evidence_is_malformed_not_allocated(bad) -> None:
+    assert verify_quote(bad, QUOTE, SIG, {"sha256": VALUES}, NONCE).codes() == ["ak_malformed"]
+    assert verify_quote(AK, QUOTE, bad, {"sha256": VALUES}, NONCE).codes() == [
+        "signature_malformed"
+    ]
+    assert verify_quote(AK, bad, SIG, {"sha256": VALUES}, NONCE).codes() == ["quote_malformed"]
+    assert verify_quote(AK, QUOTE, SIG, {"sha256": VALUES}, bad).codes() == ["nonce_invalid"]
