@@ -7,6 +7,7 @@ and offset. The verifier and the chaincode share these.
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 from typing import NamedTuple
 
 from attest import tpm_constants as C
@@ -28,33 +29,40 @@ Selection = tuple[tuple[int, frozenset[int]], ...]
 _BYTE_BITS = tuple(tuple(bit for bit in range(8) if value >> bit & 1) for value in range(256))
 
 
+@lru_cache(maxsize=1024)  # a fleet uses a handful of distinct selections
 def bitmap_to_pcrs(bitmap: bytes) -> frozenset[int]:
     """PCR indices set in a pcrSelect bitmap (bit k of byte b selects PCR 8b + k)."""
     return frozenset(b * 8 + bit for b, value in enumerate(bitmap) for bit in _BYTE_BITS[value])
 
 
 def read_pcr_selection(r: Reader, field: str = "pcrSelect") -> Selection:
-    """Read TPML_PCR_SELECTION; rejects duplicate banks and out-of-range sizes."""
+    """Read TPML_PCR_SELECTION; rejects duplicate banks and out-of-range sizes.
+    On the verifier's hot path: field names are built only when a check fails."""
     count_at = r.offset
     count = r.u32(f"{field}.count")
     if count > C.MAX_PCR_BANKS:
         raise r.fail(f"{field}.count", f"{count} banks exceeds {C.MAX_PCR_BANKS}", count_at)
     banks: list[tuple[int, frozenset[int]]] = []
+    seen: set[int] = set()
+    data = r.data
     for i in range(count):
         at = r.offset
-        if r.size - at < 3:  # hash + sizeofSelect; names are built only on failure (hot path)
+        if r.size - at < 3:  # hash (2) + sizeofSelect (1)
             raise r.fail(f"{field}[{i}]", f"needs 3 bytes, only {r.size - at} left", at)
-        alg = r.u16("hash")
+        alg = (data[at] << 8) | data[at + 1]
+        size = data[at + 2]
         if alg not in C.HASH_ALGS:
             raise r.fail(f"{field}[{i}].hash", f"unknown hash algorithm {alg:#06x}", at)
-        if any(alg == seen for seen, _ in banks):
+        if alg in seen:
             raise r.fail(f"{field}[{i}].hash", f"bank {C.HASH_NAMES[alg]} repeated", at)
-        size = r.u8("sizeofSelect")
         if not 1 <= size <= C.MAX_PCR_SELECT_BYTES:
             raise r.fail(f"{field}[{i}].sizeofSelect", f"invalid size {size}", at + 2)
-        if r.size - r.offset < size:
-            raise r.fail(f"{field}[{i}].pcrSelect", f"needs {size} bytes")
-        banks.append((alg, bitmap_to_pcrs(r.take(size, "pcrSelect"))))
+        end = at + 3 + size
+        if end > r.size:
+            raise r.fail(f"{field}[{i}].pcrSelect", f"needs {size} bytes", at + 3)
+        seen.add(alg)
+        banks.append((alg, bitmap_to_pcrs(data[at + 3 : end])))
+        r.offset = end
     return tuple(banks)
 
 

@@ -151,7 +151,9 @@ def _expected_digest(att: Attest, hash_alg: int, values: PcrValues, v: Verdict) 
         bank: dict[Any, Any] = found if isinstance(found, dict) else {}
         for pcr in sorted(pcrs):
             # int keys; str keys too, as the values arrive after a JSON round trip
-            value = bank.get(pcr, bank.get(str(pcr)))
+            value = bank.get(pcr)
+            if value is None:
+                value = bank.get(str(pcr))
             if not isinstance(value, bytes) or len(value) != C.DIGEST_SIZES[alg]:
                 v.add("pcr_values_incomplete", f"no valid {C.HASH_NAMES[alg]} PCR {pcr} value")
                 return None
@@ -165,7 +167,7 @@ def _value(bank: dict[Any, bytes], pcr: int) -> bytes:
 
 def _check_selection(att: Attest, policy: PcrPolicy, v: Verdict) -> None:
     quoted = {alg: pcrs for alg, pcrs in att.pcr_select if pcrs}
-    wanted = policy.tpm_selection_map()
+    wanted = policy.tpm_selection_map
     if quoted != wanted:
         v.add("pcr_selection_mismatch", f"quote covers {_fmt(quoted)}, policy wants {_fmt(wanted)}")
 

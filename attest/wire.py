@@ -16,7 +16,7 @@ class Reader:
     """Reads TPM marshalled fields from `data`, tracking the offset for error messages."""
 
     def __init__(self, data: bytes, what: str) -> None:
-        if not isinstance(data, bytes | bytearray | memoryview):
+        if not isinstance(data, (bytes, bytearray, memoryview)):  # a tuple: faster than a union
             raise MalformedEvidence(what, 0, f"expected bytes, got {type(data).__name__}")
         self.data = bytes(data)
         self.size = len(self.data)
