@@ -146,7 +146,12 @@ def main() -> None:
     parser.add_argument("--switch-interval-ms", type=float, default=5.0)
     args = parser.parse_args()
     sys.setswitchinterval(args.switch_interval_ms / 1000)  # CPython's default is 5 ms
-    print(json.dumps(run(args), indent=1))
+    try:
+        result = run(args)
+    except Exception as exc:  # e.g. swtpm could not start: say so on stdout, exit non-zero
+        print(json.dumps({"error": repr(exc)}))
+        raise SystemExit(1) from exc
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
