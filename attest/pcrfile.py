@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from attest import tpm_constants as C
 from attest.errors import MalformedEvidence
-from attest.structs import Selection
+from attest.structs import Selection, bitmap_to_pcrs
 from attest.wire import Reader
 
 PcrValues = dict[str, dict[int, bytes]]  # {"sha256": {0: digest, 2: digest}}
@@ -34,7 +34,7 @@ def _serialized_selection(r: Reader) -> Selection:
     count = _le(r, 4, "pcrSelect.count")
     if count > C.MAX_PCR_BANKS:
         raise r.fail("pcrSelect.count", f"{count} banks exceeds {C.MAX_PCR_BANKS}", 0)
-    banks = []
+    banks: list[tuple[int, frozenset[int]]] = []
     for i in range(C.MAX_PCR_BANKS):
         at = r.offset
         alg = _le(r, 2, f"pcrSelect[{i}].hash")
@@ -47,8 +47,7 @@ def _serialized_selection(r: Reader) -> Selection:
             raise r.fail(f"pcrSelect[{i}].hash", f"bad or repeated bank {alg:#06x}", at)
         if not 1 <= size <= C.MAX_PCR_SELECT_BYTES:
             raise r.fail(f"pcrSelect[{i}].sizeofSelect", f"invalid size {size}", at + 2)
-        pcrs = frozenset(b * 8 + k for b in range(size) for k in range(8) if bitmap[b] >> k & 1)
-        banks.append((alg, pcrs))
+        banks.append((alg, bitmap_to_pcrs(bitmap[:size])))
     return tuple(banks)
 
 

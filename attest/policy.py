@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from attest import tpm_constants as C
@@ -72,9 +73,16 @@ class PcrPolicy:
             }
         return {"pcrs": out}
 
-    @property
+    # Cached: the verifier asks on every quote. (cached_property writes the instance
+    # __dict__ directly, so it works on a frozen dataclass.)
+    @cached_property
     def has_golden_values(self) -> bool:
         return any(self.golden.values())
+
+    @cached_property
+    def tpm_selection_map(self) -> dict[int, frozenset[int]]:
+        """Alg id → non-empty PCR set, for comparing with a quote's selection."""
+        return {C.HASH_IDS[bank]: pcrs for bank, pcrs in self.selection.items() if pcrs}
 
     def tpm_selection(self) -> Selection:
         """The selection as (alg id, PCR set) pairs, in ascending alg id order."""

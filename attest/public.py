@@ -144,8 +144,8 @@ def read_public(r: Reader) -> PublicArea:
         raise r.fail("nameAlg", f"unsupported name algorithm {name_alg:#06x}", r.offset - 2)
     attributes = r.u32("objectAttributes")
     auth_policy = r.tpm2b("authPolicy", MAX_AUTH_POLICY_BYTES)
-    head = {"type": obj_type, "name_alg": name_alg, "attributes": attributes}
-    head["auth_policy"] = auth_policy
+    head: dict[str, object] = {"type": obj_type, "name_alg": name_alg}
+    head |= {"attributes": attributes, "auth_policy": auth_policy}
     if obj_type == C.ALG_RSA:
         fields = _rsa(r, head)
     elif obj_type == C.ALG_ECC:

@@ -6,7 +6,9 @@ and offset. The verifier and the chaincode share these.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from functools import lru_cache
+from typing import NamedTuple
 
 from attest import tpm_constants as C
 from attest.wire import Reader
@@ -15,35 +17,52 @@ MAX_NAME_BYTES = 2 + 64  # TPM2B_NAME: nameAlg + the largest digest
 MAX_EXTRA_DATA_BYTES = 64  # TPM2B_DATA in an attest is at most a digest in size
 MAX_SIG_BYTES = 512  # RSA-4096 signature
 MAX_ECC_SCALAR_BYTES = 66  # P-521
-MAX_ATTESTED_BYTES = 1024  # the attested union for non-quote types, kept raw
+MAX_ATTESTED_BYTES = 1024
+# TPMS_CLOCK_INFO (clock u64, resetCount u32, restartCount u32, safe u8) + firmwareVersion u64
+CLOCK_AND_FIRMWARE = struct.Struct(">QIIBQ")
+MAGIC_AND_TYPE = struct.Struct(">IH")  # the attested union for non-quote types, kept raw
 
 # A PCR selection: {hash alg id: frozenset of PCR indices}, in the order the TPM reported.
 Selection = tuple[tuple[int, frozenset[int]], ...]
 
 
+_BYTE_BITS = tuple(tuple(bit for bit in range(8) if value >> bit & 1) for value in range(256))
+
+
+@lru_cache(maxsize=1024)  # a fleet uses a handful of distinct selections
+def bitmap_to_pcrs(bitmap: bytes) -> frozenset[int]:
+    """PCR indices set in a pcrSelect bitmap (bit k of byte b selects PCR 8b + k)."""
+    return frozenset(b * 8 + bit for b, value in enumerate(bitmap) for bit in _BYTE_BITS[value])
+
+
 def read_pcr_selection(r: Reader, field: str = "pcrSelect") -> Selection:
-    """Read TPML_PCR_SELECTION; rejects duplicate banks and out-of-range sizes."""
+    """Read TPML_PCR_SELECTION; rejects duplicate banks and out-of-range sizes.
+    On the verifier's hot path: field names are built only when a check fails."""
     count_at = r.offset
     count = r.u32(f"{field}.count")
     if count > C.MAX_PCR_BANKS:
         raise r.fail(f"{field}.count", f"{count} banks exceeds {C.MAX_PCR_BANKS}", count_at)
     banks: list[tuple[int, frozenset[int]]] = []
+    seen: set[int] = set()
+    data = r.data
     for i in range(count):
-        alg_at = r.offset
-        alg = r.u16(f"{field}[{i}].hash")
+        at = r.offset
+        if r.size - at < 3:  # hash (2) + sizeofSelect (1)
+            raise r.fail(f"{field}[{i}]", f"needs 3 bytes, only {r.size - at} left", at)
+        alg = (data[at] << 8) | data[at + 1]
+        size = data[at + 2]
         if alg not in C.HASH_ALGS:
-            raise r.fail(f"{field}[{i}].hash", f"unknown hash algorithm {alg:#06x}", alg_at)
-        if any(alg == seen for seen, _ in banks):
-            raise r.fail(f"{field}[{i}].hash", f"bank {C.HASH_NAMES[alg]} repeated", alg_at)
-        size_at = r.offset
-        size = r.u8(f"{field}[{i}].sizeofSelect")
+            raise r.fail(f"{field}[{i}].hash", f"unknown hash algorithm {alg:#06x}", at)
+        if alg in seen:
+            raise r.fail(f"{field}[{i}].hash", f"bank {C.HASH_NAMES[alg]} repeated", at)
         if not 1 <= size <= C.MAX_PCR_SELECT_BYTES:
-            raise r.fail(f"{field}[{i}].sizeofSelect", f"invalid size {size}", size_at)
-        bitmap = r.take(size, f"{field}[{i}].pcrSelect")
-        pcrs = frozenset(
-            b * 8 + bit for b in range(size) for bit in range(8) if bitmap[b] >> bit & 1
-        )
-        banks.append((alg, pcrs))
+            raise r.fail(f"{field}[{i}].sizeofSelect", f"invalid size {size}", at + 2)
+        end = at + 3 + size
+        if end > r.size:
+            raise r.fail(f"{field}[{i}].pcrSelect", f"needs {size} bytes", at + 3)
+        seen.add(alg)
+        banks.append((alg, bitmap_to_pcrs(data[at + 3 : end])))
+        r.offset = end
     return tuple(banks)
 
 
@@ -65,8 +84,7 @@ def parse_pcr_selection(data: bytes) -> Selection:
     return sel
 
 
-@dataclass(frozen=True)
-class Attest:
+class Attest(NamedTuple):
     """A parsed TPMS_ATTEST; `raw` is the exact bytes the signature covers."""
 
     magic: int
@@ -89,18 +107,19 @@ def parse_attest(data: bytes) -> Attest:
     # A raw TPMS_ATTEST starts with the magic 0xff54..., which no bounded size prefix equals.
     if len(r.data) >= 2 and int.from_bytes(r.data[:2], "big") == len(r.data) - 2:
         r = Reader(r.data[2:], "TPMS_ATTEST")  # unwrap TPM2B_ATTEST
-    magic = r.u32("magic")
-    st = r.u16("type")
+    if r.size < MAGIC_AND_TYPE.size:
+        raise r.fail("magic", f"needs {MAGIC_AND_TYPE.size} bytes, only {r.size} left")
+    magic, st = MAGIC_AND_TYPE.unpack_from(r.data, 0)
+    r.offset = MAGIC_AND_TYPE.size
     signer = r.tpm2b("qualifiedSigner", MAX_NAME_BYTES)
     extra = r.tpm2b("extraData", MAX_EXTRA_DATA_BYTES)
-    clock = r.u64("clockInfo.clock")
-    reset_count = r.u32("clockInfo.resetCount")
-    restart_count = r.u32("clockInfo.restartCount")
-    safe_at = r.offset
-    safe = r.u8("clockInfo.safe")
+    at = r.offset
+    if r.size - at < CLOCK_AND_FIRMWARE.size:
+        raise r.fail("clockInfo", f"needs {CLOCK_AND_FIRMWARE.size} bytes, only {r.size - at} left")
+    clock, reset_count, restart_count, safe, firmware = CLOCK_AND_FIRMWARE.unpack_from(r.data, at)
     if safe > 1:
-        raise r.fail("clockInfo.safe", f"TPMI_YES_NO must be 0 or 1, got {safe}", safe_at)
-    firmware = r.u64("firmwareVersion")
+        raise r.fail("clockInfo.safe", f"TPMI_YES_NO must be 0 or 1, got {safe}", at + 16)
+    r.offset = at + CLOCK_AND_FIRMWARE.size
     selection: Selection = ()
     digest = b""
     if st == C.TPM_ST_ATTEST_QUOTE:
@@ -127,8 +146,7 @@ def parse_attest(data: bytes) -> Attest:
     )
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(NamedTuple):
     """A parsed TPMT_SIGNATURE. `sig` is the RSA signature, or `r`/`s` for ECDSA."""
 
     sig_alg: int

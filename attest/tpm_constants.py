@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from cryptography.hazmat.primitives import hashes
 
 TPM_GENERATED_VALUE = 0xFF544347  # TPMS_ATTEST.magic: "\xffTCG"
@@ -69,7 +71,6 @@ MAX_PCR_BANKS = 16  # TPM2_NUM_PCR_BANKS in the TSS headers
 
 
 def hash_bytes(alg: int, data: bytes) -> bytes:
-    """Digest `data` with TPM hash algorithm `alg` (caller checked `alg` in HASH_ALGS)."""
-    h = hashes.Hash(HASH_ALGS[alg]())
-    h.update(data)
-    return h.finalize()
+    """Digest `data` with TPM hash algorithm `alg` (caller checked `alg` in HASH_ALGS).
+    hashlib, not cryptography's Hash: same OpenSSL underneath, a third of the call cost."""
+    return hashlib.new(HASH_NAMES[alg], data).digest()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from attest.policy import PcrPolicy
 
 SEVERITY_ERROR = "error"  # the quote must not be trusted
 SEVERITY_WARNING = "warning"  # verified, but weaker than a full check (say why)
@@ -65,7 +68,7 @@ class Verdict:
     ak_attributes_checked: bool = False
     pcr_values: dict[str, dict[int, bytes]] | None = None
     firmware_version: int | None = None
-    policy: dict[str, Any] | None = None
+    policy: PcrPolicy | None = None  # the policy applied (the default one when none given)
 
     @property
     def valid(self) -> bool:
@@ -92,5 +95,5 @@ class Verdict:
             "firmware_version": self.firmware_version,
             "pcr_digest": self.pcr_digest.hex() if self.pcr_digest is not None else None,
             "pcr_values": pcrs,
-            "policy": self.policy,
+            "policy": self.policy.to_json() if self.policy is not None else None,
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 from functools import lru_cache
+from typing import Any, NamedTuple
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -31,11 +32,29 @@ MAX_NONCE_BYTES = 64  # extraData is a TPM2B_DATA no larger than a digest
 MIN_NONCE_BYTES = 8  # shorter nonces are guessable enough to pre-compute quotes
 PEM_PREFIX = b"-----BEGIN"
 
+DEFAULT_POLICY = PcrPolicy.default()
+DEFAULT_POLICY_REASON = Reason(
+    "policy_default",
+    "no PCR policy: default selection sha256:0,2,7, golden values not checked",
+    SEVERITY_INFO,
+)
+NO_GOLDEN_REASON = Reason(
+    "no_golden_values", "policy has no golden values: PCR contents not checked", SEVERITY_INFO
+)
+ECDSA_BY_HASH = {alg: ec.ECDSA(C.HASH_ALGS[alg]()) for alg in ACCEPTED_QUOTE_HASHES}
 AnyKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
 
 
+class LoadedAk(NamedTuple):
+    area: PublicArea | None  # None for a bare PEM key: attributes unknown
+    key: AnyKey
+    is_ecc: bool
+    name: bytes | None
+    attribute_reasons: tuple[Reason, ...]  # computed once per AK: attributes never change
+
+
 @lru_cache(maxsize=256)
-def _load_ak(ak_public: bytes) -> tuple[PublicArea | None, AnyKey]:
+def _load_ak(ak_public: bytes) -> LoadedAk:
     """Parse the AK once per distinct byte string; the chaincode verifies the same AK often."""
     if ak_public.lstrip().startswith(PEM_PREFIX):
         try:
@@ -44,12 +63,15 @@ def _load_ak(ak_public: bytes) -> tuple[PublicArea | None, AnyKey]:
             raise MalformedEvidence("AK PEM", 0, f"not a PEM public key: {exc}") from None
         if not isinstance(key, AnyKey):
             raise MalformedEvidence("AK PEM", 0, f"unsupported key type {type(key).__name__}")
-        return None, key
+        return LoadedAk(None, key, isinstance(key, ec.EllipticCurvePublicKey), None, ())
     area = parse_public(ak_public)
-    return area, area.public_key()
+    key = area.public_key()
+    is_ecc = isinstance(key, ec.EllipticCurvePublicKey)
+    return LoadedAk(area, key, is_ecc, area.name(), _attribute_reasons(area))
 
 
-def _check_attributes(area: PublicArea, v: Verdict) -> None:
+def _attribute_reasons(area: PublicArea) -> tuple[Reason, ...]:
+    """Why this AK's attributes make it unfit to sign quotes (empty when fit)."""
     missing = [
         name
         for name, bit in (
@@ -60,23 +82,25 @@ def _check_attributes(area: PublicArea, v: Verdict) -> None:
         )
         if not area.has_attributes(bit)
     ]
+    reasons = []
     if missing:
-        v.add(
-            "ak_not_restricted_signing_key",
-            f"AK attributes {area.attributes:#010x} lack {', '.join(missing)}: a key that can "
-            "sign arbitrary data could forge TPMS_ATTEST, so its quotes prove nothing",
+        reasons.append(
+            Reason(
+                "ak_not_restricted_signing_key",
+                f"AK attributes {area.attributes:#010x} lack {', '.join(missing)}: a key that "
+                "can sign arbitrary data could forge TPMS_ATTEST, so its quotes prove nothing",
+            )
         )
     if area.has_attributes(C.ATTR_DECRYPT):
-        v.add("ak_not_restricted_signing_key", "AK is also a decryption key")
+        reasons.append(Reason("ak_not_restricted_signing_key", "AK is also a decryption key"))
+    return tuple(reasons)
 
 
-def _check_scheme(area: PublicArea | None, key: AnyKey, sig: Signature, v: Verdict) -> bool:
+def _check_scheme(ak: LoadedAk, sig: Signature, v: Verdict) -> bool:
     """Scheme vs key, then hash algorithm. Returns False when the signature cannot be checked."""
-    if isinstance(key, ec.EllipticCurvePublicKey):
-        allowed: tuple[int, ...] = (C.ALG_ECDSA,)
-    else:
-        allowed = (C.ALG_RSASSA, C.ALG_RSAPSS)
-    kind = "ECC" if isinstance(key, ec.EllipticCurvePublicKey) else "RSA"
+    area = ak.area
+    allowed = (C.ALG_ECDSA,) if ak.is_ecc else (C.ALG_RSASSA, C.ALG_RSAPSS)
+    kind = "ECC" if ak.is_ecc else "RSA"
     ok = True
     if sig.sig_alg not in allowed:
         v.add("signature_scheme_mismatch", f"{kind} AK cannot make a {sig.sig_alg:#06x} signature")
@@ -99,18 +123,19 @@ def _check_scheme(area: PublicArea | None, key: AnyKey, sig: Signature, v: Verdi
     return ok
 
 
-def _signature_ok(key: AnyKey, sig: Signature, message: bytes) -> str | None:
+def _signature_ok(ak: LoadedAk, sig: Signature, message: bytes) -> str | None:
     """None when the signature verifies; otherwise why not."""
-    algo = C.HASH_ALGS[sig.hash_alg]()
+    key = ak.key
     try:
         if isinstance(key, ec.EllipticCurvePublicKey):
             der = encode_dss_signature(int.from_bytes(sig.r, "big"), int.from_bytes(sig.s, "big"))
-            key.verify(der, message, ec.ECDSA(algo))
+            key.verify(der, message, ECDSA_BY_HASH[sig.hash_alg])
         elif sig.sig_alg == C.ALG_RSAPSS:
+            algo = C.HASH_ALGS[sig.hash_alg]()
             pss = padding.PSS(mgf=padding.MGF1(algo), salt_length=padding.PSS.AUTO)
             key.verify(sig.sig, message, pss, algo)
         else:
-            key.verify(sig.sig, message, padding.PKCS1v15(), algo)
+            key.verify(sig.sig, message, padding.PKCS1v15(), C.HASH_ALGS[sig.hash_alg]())
     except InvalidSignature:
         return "signature does not verify with the AK over the quoted TPMS_ATTEST"
     except ValueError as exc:
@@ -122,9 +147,13 @@ def _expected_digest(att: Attest, hash_alg: int, values: PcrValues, v: Verdict) 
     """H(PCR values concatenated in the quote's selection order), or None if values missing."""
     parts: list[bytes] = []
     for alg, pcrs in att.pcr_select:
-        bank = values.get(C.HASH_NAMES[alg], {})
+        found = values.get(C.HASH_NAMES[alg])
+        bank: dict[Any, Any] = found if isinstance(found, dict) else {}
         for pcr in sorted(pcrs):
+            # int keys; str keys too, as the values arrive after a JSON round trip
             value = bank.get(pcr)
+            if value is None:
+                value = bank.get(str(pcr))
             if not isinstance(value, bytes) or len(value) != C.DIGEST_SIZES[alg]:
                 v.add("pcr_values_incomplete", f"no valid {C.HASH_NAMES[alg]} PCR {pcr} value")
                 return None
@@ -132,9 +161,13 @@ def _expected_digest(att: Attest, hash_alg: int, values: PcrValues, v: Verdict) 
     return C.hash_bytes(hash_alg, b"".join(parts))
 
 
+def _value(bank: dict[Any, bytes], pcr: int) -> bytes:
+    return bank[pcr] if pcr in bank else bank[str(pcr)]
+
+
 def _check_selection(att: Attest, policy: PcrPolicy, v: Verdict) -> None:
     quoted = {alg: pcrs for alg, pcrs in att.pcr_select if pcrs}
-    wanted = {alg: pcrs for alg, pcrs in policy.tpm_selection() if pcrs}
+    wanted = policy.tpm_selection_map
     if quoted != wanted:
         v.add("pcr_selection_mismatch", f"quote covers {_fmt(quoted)}, policy wants {_fmt(wanted)}")
 
@@ -174,6 +207,15 @@ def _check_clock(now: ClockInfo, prev: ClockInfo | None, v: Verdict) -> None:
         v.add("clock_went_backwards", f"clock {now.clock} ms < previous {prev.clock} ms")
 
 
+def _as_bytes(value: object, what: str) -> bytes:
+    """bytes(x) of an int would allocate x zero bytes: accept only bytes-like input."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise MalformedEvidence(what, 0, f"expected bytes, got {type(value).__name__}")
+
+
 def verify_quote(
     ak_public: bytes,
     quote: bytes,
@@ -181,16 +223,25 @@ def verify_quote(
     pcr_values: PcrValues,
     nonce: bytes,
     policy: PcrPolicy | None = None,
-    previous_clock: ClockInfo | None = None,
+    previous_clock: ClockInfo | dict | None = None,
 ) -> Verdict:
-    """Verify a TPM2_Quote. Never raises on bad evidence: every failure is a reason."""
+    """Verify a TPM2_Quote. Never raises on bad evidence: every failure is a reason.
+
+    `previous_clock` may also be the dict `ClockInfo.to_dict()` made (as the ledger stores it).
+    """
     v = Verdict()
+    if previous_clock is not None and not isinstance(previous_clock, ClockInfo):
+        try:
+            previous_clock = ClockInfo.from_dict(previous_clock)
+        except ValueError as exc:
+            v.add("previous_clock_invalid", f"stored clock of the previous quote: {exc}")
+            return v
     try:
-        area, key = _load_ak(bytes(ak_public))
+        ak = _load_ak(_as_bytes(ak_public, "AK public"))
     except (MalformedEvidence, TypeError) as exc:
         v.add("ak_malformed", f"AK public key: {exc}")
         return v
-    if area is None:
+    if ak.area is None:
         v.add(
             "ak_attributes_unchecked",
             "AK given as a bare public key: restricted/fixedTPM cannot be checked, so this "
@@ -198,19 +249,22 @@ def verify_quote(
             SEVERITY_WARNING,
         )
     else:
-        v.ak_name = area.name()
+        v.ak_name = ak.name
         v.ak_attributes_checked = True
-        _check_attributes(area, v)
+        v.reasons.extend(ak.attribute_reasons)
     try:
-        sig = parse_signature(bytes(signature))
-        att = parse_attest(bytes(quote))
+        sig = parse_signature(_as_bytes(signature, "TPMT_SIGNATURE"))
     except (MalformedEvidence, TypeError) as exc:
-        code = "signature_malformed" if "SIGNATURE" in str(exc) else "quote_malformed"
-        v.add(code, str(exc))
+        v.add("signature_malformed", str(exc))
         return v
-    if not _check_scheme(area, key, sig, v):
+    try:
+        att = parse_attest(_as_bytes(quote, "TPMS_ATTEST"))
+    except (MalformedEvidence, TypeError) as exc:
+        v.add("quote_malformed", str(exc))
         return v
-    why = _signature_ok(key, sig, att.raw)
+    if not _check_scheme(ak, sig, v):
+        return v
+    why = _signature_ok(ak, sig, att.raw)
     if why:
         v.add("signature_invalid", why)
         return v
@@ -235,7 +289,7 @@ def _check_body(
     v.firmware_version = att.firmware_version
     v.pcr_digest = att.pcr_digest
     if (
-        not isinstance(nonce, bytes | bytearray)
+        not isinstance(nonce, (bytes, bytearray))
         or not MIN_NONCE_BYTES <= len(nonce) <= MAX_NONCE_BYTES
     ):
         v.add(
@@ -245,19 +299,11 @@ def _check_body(
     elif not hmac.compare_digest(att.extra_data, bytes(nonce)):
         v.add("nonce_mismatch", "quote extraData is not the nonce we issued (stale or replayed)")
     if policy is None:
-        policy = PcrPolicy.default()
-        v.add(
-            "policy_default",
-            "no PCR policy: default selection sha256:0,2,7, golden values not checked",
-            SEVERITY_INFO,
-        )
+        policy = DEFAULT_POLICY
+        v.reasons.append(DEFAULT_POLICY_REASON)
     elif not policy.has_golden_values:
-        v.add(
-            "no_golden_values",
-            "policy has no golden values: PCR contents not checked",
-            SEVERITY_INFO,
-        )
-    v.policy = policy.to_json()
+        v.reasons.append(NO_GOLDEN_REASON)
+    v.policy = policy
     _check_selection(att, policy, v)
     values = pcr_values if isinstance(pcr_values, dict) else {}
     expected = _expected_digest(att, sig.hash_alg, values, v)
@@ -266,7 +312,7 @@ def _check_body(
     elif expected is not None:
         # Only values the signed digest vouches for are reported and compared.
         v.pcr_values = {
-            C.HASH_NAMES[alg]: {p: values[C.HASH_NAMES[alg]][p] for p in sorted(pcrs)}
+            C.HASH_NAMES[alg]: {p: _value(values[C.HASH_NAMES[alg]], p) for p in sorted(pcrs)}
             for alg, pcrs in att.pcr_select
         }
         _check_golden(v.pcr_values, policy, v)

@@ -71,3 +71,25 @@ def pcr_digest(values: dict[int, bytes]) -> bytes:
 
 
 SHA256_027: Selection = ((C.ALG_SHA256, frozenset({0, 2, 7})),)
+
+
+def serialized_pcr_file(selection: Selection, values: list[bytes]) -> bytes:
+    """The layout `tpm2_quote -o` writes by default (`-F serialized`), little-endian."""
+    out = len(selection).to_bytes(4, "little")
+    for i in range(16):
+        if i < len(selection):
+            alg, pcrs = selection[i]
+            bitmap = bytearray(4)
+            for pcr in pcrs:
+                bitmap[pcr // 8] |= 1 << (pcr % 8)
+            out += alg.to_bytes(2, "little") + b"\x03" + bytes(bitmap) + b"\x00"
+        else:
+            out += bytes(8)
+    lists = [values[i : i + 8] for i in range(0, len(values), 8)]
+    out += len(lists).to_bytes(4, "little")
+    for chunk in lists:
+        out += len(chunk).to_bytes(4, "little")
+        for j in range(8):
+            value = chunk[j] if j < len(chunk) else b""
+            out += len(value).to_bytes(2, "little") + value.ljust(64, b"\x00")
+    return out

@@ -138,3 +138,52 @@ def test_oversized_tpm2b_length_names_field_and_offset() -> None:
 def test_truncated_signature_names_field() -> None:
     with pytest.raises(MalformedEvidence, match=r"signatureS"):
         parse_signature(SIG[:-5])
+
+
+PCR_FILE = B.serialized_pcr_file(B.SHA256_027, [VALUES[0], VALUES[2], VALUES[7]])
+
+
+def test_serialized_pcr_file_round_trips() -> None:
+    assert parse_pcr_file(PCR_FILE) == {"sha256": VALUES}
+    assert parse_pcr_file(PCR_FILE, B.SHA256_027) == {"sha256": VALUES}
+
+
+@FUZZ
+@given(data=st.data())
+def test_mutated_serialized_pcr_file_raises_only_malformed(data) -> None:
+    mutated = data.draw(_mutations(PCR_FILE))
+    _only_malformed(parse_pcr_file, mutated)
+    _only_malformed(lambda d: parse_pcr_file(d, B.SHA256_027), mutated)
+
+
+_json_like = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.binary(max_size=40) | st.text(max_size=4),
+    lambda kids: st.dictionaries(st.integers(0, 30) | st.text(max_size=6), kids, max_size=5),
+    max_leaves=15,
+)
+
+
+@FUZZ
+@given(values=_json_like, previous=_json_like)
+def test_verify_quote_survives_any_pcr_values_and_clock(values, previous) -> None:
+    verdict = verify_quote(AK, QUOTE, SIG, values, NONCE, previous_clock=previous)
+    assert isinstance(verdict.valid, bool)
+    if verdict.valid:
+        assert {k: dict(v) for k, v in verdict.pcr_values.items()} == {"sha256": VALUES}
+
+
+def test_pcr_values_after_a_json_round_trip_are_accepted() -> None:
+    as_json = {"sha256": {str(p): v for p, v in VALUES.items()}}
+    stored_clock = verify_quote(AK, QUOTE, SIG, as_json, NONCE).clock.to_dict()
+    verdict = verify_quote(AK, QUOTE, SIG, as_json, NONCE, previous_clock=stored_clock)
+    assert verdict.valid, verdict.reasons
+
+
+@pytest.mark.parametrize("bad", [10**12, None, "ff", 3.5, [1, 2]])
+def test_non_bytes_evidence_is_malformed_not_allocated(bad) -> None:
+    assert verify_quote(bad, QUOTE, SIG, {"sha256": VALUES}, NONCE).codes() == ["ak_malformed"]
+    assert verify_quote(AK, QUOTE, bad, {"sha256": VALUES}, NONCE).codes() == [
+        "signature_malformed"
+    ]
+    assert verify_quote(AK, bad, SIG, {"sha256": VALUES}, NONCE).codes() == ["quote_malformed"]
+    assert verify_quote(AK, QUOTE, SIG, {"sha256": VALUES}, bad).codes() == ["nonce_invalid"]
