@@ -8,6 +8,7 @@ clock is the proposal timestamp, there is no randomness and money is integers.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from fabric_chaincode_python.fabric_contract_api import (
@@ -61,6 +62,12 @@ def _out(value: Any) -> str:
     return dumps(value).decode()
 
 
+def _same(record: dict[str, Any], asked: dict[str, Any]) -> bool:
+    """A resubmission of what is already recorded (every asked field equal): functions
+    answer it with the stored record and write nothing, so a retry never double-books."""
+    return all(record.get(key) == value for key, value in asked.items())
+
+
 class WattleaseContract(Contract):
     Name = CONTRACT_NAME
 
@@ -83,6 +90,11 @@ class WattleaseContract(Contract):
         epoch = 0
         if node is not None:
             if not node["revoked"]:
+                if _same(
+                    node,
+                    {"org": org, "ak_public": req["ak_public"], "gpus": gpus, "pcr_policy": policy},
+                ):
+                    return _out(node)  # a retried submission: same answer, nothing written
                 raise ContractError(f"node {node_id} is already registered; revoke its AK first")
             if sorted(g["uuid"] for g in node["gpus"]) != sorted(g["uuid"] for g in gpus):
                 raise ContractError(f"node {node_id} must be re-registered with the same GPUs")
@@ -119,7 +131,7 @@ class WattleaseContract(Contract):
         node = await rules.load_node(stub, node_id)
         rules.require_org(ctx, node["org"], f"node {node_id}")
         if node["revoked"]:
-            raise ContractError(f"the AK of node {node_id} is already revoked")
+            return _out(node)  # revoking twice is a retry: same answer, nothing written
         node.update(revoked=True, revoked_tx=stub.get_txid(), revoked_reason=reason)
         await put_json(stub, NODE + node_id, node)
         stub.set_event("AKRevoked", dumps({"node_id": node_id, "ak_epoch": node["ak_epoch"]}))
@@ -141,8 +153,16 @@ class WattleaseContract(Contract):
         rules.require_org(ctx, node["org"], f"node {node_id}")
         if node["revoked"]:
             raise ContractError(f"the AK of node {node_id} is revoked")
+        evidence = hashlib.sha256(quote + signature).hexdigest()
         seen = await get_json(stub, NONCE + nonce.hex())
         if seen is not None:
+            earlier = await get_json(stub, ATTESTATION + seen)
+            if (
+                earlier
+                and earlier.get("evidence_sha256") == evidence
+                and (earlier["node_id"] == node_id)
+            ):
+                return _out(earlier)  # the same evidence resubmitted: a retry, not a replay
             raise ContractError(f"nonce {nonce.hex()} was already used by attestation {seen}")
         previous = await get_json(stub, CLOCK + node_id)
         verdict = attestation.verify(
@@ -160,6 +180,7 @@ class WattleaseContract(Contract):
             "node_id": node_id,
             "ak_epoch": node["ak_epoch"],
             "nonce": nonce.hex(),
+            "evidence_sha256": evidence,
             "timestamp_ns": tx_time_ns(stub),
             "valid": verdict["valid"],
             "verdict": verdict,
@@ -183,8 +204,21 @@ class WattleaseContract(Contract):
         gpu_ids, terms = args.id_list(req, "gpus"), args.price_terms(req)
         att_ids = args.id_list(req, "attestation_ids")
         stub = ctx.get_stub()
-        if await stub.get_state(LEASE + lease_id):
-            raise ContractError(f"lease {lease_id} already exists")
+        existing = await get_json(stub, LEASE + lease_id)
+        if existing is not None:
+            asked = {
+                "tenant": tenant,
+                "org": creator_msp(ctx),
+                "price_terms": terms,
+                "attestation_ids": att_ids,
+            }
+            if (
+                _same(existing, asked)
+                and not existing["migrations"]
+                and sorted(g["uuid"] for g in existing["gpus"]) == sorted(gpu_ids)
+            ):
+                return _out(existing)  # a retried submission: same answer, nothing written
+            raise ContractError(f"lease {lease_id} already exists with other terms")
         now = tx_time_ns(stub)
         gpus = await rules.claimable(stub, gpu_ids, att_ids, now)
         lease = {

@@ -154,3 +154,9 @@ DASHBOARD_LOGIN_REQUIRED = env_bool("DASHBOARD_LOGIN_REQUIRED", PRODUCTION)
 # PEM files (roots and intermediates) that EK certificates must chain to. The demo puts its
 # swtpm CA here; production points it at the TPM vendors' EK CAs.
 TPM_EK_CA_DIR = Path(env_str("TPM_EK_CA_DIR", str(DATA_DIR / "tpm" / "ek-ca")))
+
+# The organisation (MSP id) this deployment submits as, and the channel's organisations
+# (only used when the embedded ledger file is created: they go into its genesis block).
+LEDGER_ORG = env_str("LEDGER_ORG", "Org1MSP")
+LEDGER_ORGS = tuple(o for o in env_str("LEDGER_ORGS", "Org1MSP,Org2MSP").split(",") if o)
+OUTBOX_BATCH = env_int("OUTBOX_BATCH", 100, minimum=1, maximum=10_000)

@@ -4,12 +4,17 @@ tenant) and outsider (a key of another tenant)."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from decimal import Decimal
 
 import pytest
 from rest_framework.test import APIClient
 
+from attest.agent.http import AgentApi
+from attest.agent.tpm import Agent
+from attest.swtpm import LocalCA, start_node_tpm
+from webapp.attestation import service
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
@@ -73,3 +78,49 @@ def member(tenant) -> Caller:
 @pytest.fixture
 def outsider(db) -> Caller:
     return _caller(Tenant.objects.create(name="Other Co", slug="other-co"), ApiKey.WRITE)
+
+
+# -- real TPMs: one swtpm per test module, its EK certified by a CA made at run time --
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    return LocalCA(tmp_path_factory.mktemp("ek-ca"))
+
+
+@pytest.fixture(scope="module")
+def tpm(tmp_path_factory, ca):
+    tpm = start_node_tpm(tmp_path_factory.mktemp("node-tpm"), ca)
+    yield tpm
+    tpm.stop()
+
+
+@pytest.fixture
+def trusted_ca(settings, tmp_path, ca):
+    directory = tmp_path / "ek-ca"
+    directory.mkdir()
+    shutil.copy(ca.root_cert_file, directory / "root.pem")
+    shutil.copy(ca.issuer_cert_file, directory / "issuer.pem")
+    settings.TPM_EK_CA_DIR = directory
+    return directory
+
+
+@pytest.fixture
+def agent(tpm):
+    with Agent(tpm.tcti) as agent:
+        yield agent
+
+
+@pytest.fixture
+def api(fleet, live_server, trusted_ca, agent):
+    """The agent API of `fleet.node`, whose policy holds the swtpm's boot-time PCR values
+    (as an operator records them from a reference machine before enrolling nodes)."""
+    set_golden_values(fleet.node, agent)
+    token = service.issue_node_credential(fleet.node, actor="test")
+    return AgentApi(live_server.url, token)
+
+
+def set_golden_values(node: Node, agent: Agent) -> None:
+    values = agent.read_pcrs("sha256:0,2,7")["sha256"]
+    node.pcr_policy.pcrs = {"sha256": {str(i): v.hex() for i, v in values.items()}}
+    node.pcr_policy.save()

@@ -4,7 +4,6 @@ Enrolment, quotes, and every refusal recorded with its reason."""
 from __future__ import annotations
 
 import base64
-import shutil
 from datetime import timedelta
 
 import pytest
@@ -14,6 +13,7 @@ from rest_framework.test import APIClient
 from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol
 from attest.agent.tpm import AK_ECC, AK_RSA, Agent
 from attest.swtpm import LocalCA, start_node_tpm
+from tests.webapp.conftest import set_golden_values
 from webapp.attestation import service
 from webapp.attestation.models import Attestation
 from webapp.core.models import AuditEvent
@@ -22,51 +22,11 @@ from webapp.outbox.models import OutboxEntry
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory):
-    return LocalCA(tmp_path_factory.mktemp("ek-ca"))
-
-
-@pytest.fixture(scope="module")
-def tpm(tmp_path_factory, ca):
-    tpm = start_node_tpm(tmp_path_factory.mktemp("node-tpm"), ca)
-    yield tpm
-    tpm.stop()
-
-
-@pytest.fixture(scope="module")
 def stranger_tpm(tmp_path_factory):
     """A TPM whose EK certificate comes from a CA the server does not trust."""
     tpm = start_node_tpm(tmp_path_factory.mktemp("stranger"), LocalCA(tmp_path_factory.mktemp("x")))
     yield tpm
     tpm.stop()
-
-
-@pytest.fixture
-def trusted_ca(settings, tmp_path, ca):
-    directory = tmp_path / "ek-ca"
-    directory.mkdir()
-    shutil.copy(ca.root_cert_file, directory / "root.pem")
-    shutil.copy(ca.issuer_cert_file, directory / "issuer.pem")
-    settings.TPM_EK_CA_DIR = directory
-    return directory
-
-
-@pytest.fixture
-def agent(tpm):
-    with Agent(tpm.tcti) as agent:
-        yield agent
-
-
-@pytest.fixture
-def api(fleet, live_server, trusted_ca):
-    token = service.issue_node_credential(fleet.node, actor="test")
-    return AgentApi(live_server.url, token)
-
-
-def set_golden_values(node: Node, agent: Agent) -> None:
-    values = agent.read_pcrs("sha256:0,2,7")["sha256"]
-    node.pcr_policy.pcrs = {"sha256": {str(i): v.hex() for i, v in values.items()}}
-    node.pcr_policy.save()
 
 
 @pytest.mark.parametrize("alg", [AK_ECC, AK_RSA])

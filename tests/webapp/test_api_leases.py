@@ -94,7 +94,13 @@ def test_bill_sums_only_the_callers_settlements(owner, outsider, fleet):
         )
         gpu = fleet.gpus[0] if caller is owner else fleet.gpus[1]
         actions.place_lease(
-            lease, [gpu], price={}, price_total_micro=1, attributed_energy_mj=1, actor="t"
+            lease,
+            [gpu],
+            price={},
+            price_total_micro=1,
+            attributed_energy_mj=1,
+            attestations=[],
+            actor="t",
         )
         actions.activate_lease(lease, actor="t")
         actions.end_lease(lease, actor="t")

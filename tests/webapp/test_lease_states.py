@@ -32,6 +32,7 @@ def do(target: str, lease: Lease, gpus) -> Lease:
             price={"total": "1.00"},
             price_total_micro=1_000_000,
             attributed_energy_mj=1_000_000,
+            attestations=[],
             actor=ACTOR,
         )
     simple = {

@@ -81,6 +81,26 @@ def node_for_token(token: str) -> Node | None:
     return node
 
 
+def _policy_gaps(node: Node) -> list[dict[str, str]]:
+    """The ledger registers a node with concrete golden values, so a node is enrolled only
+    once its policy has one for every selected PCR."""
+    missing = [
+        f"{bank}:{pcr}"
+        for bank, pcrs in node.pcr_policy.pcrs.items()
+        for pcr, value in pcrs.items()
+        if value is None
+    ]
+    if not missing:
+        return []
+    return [
+        {
+            "code": "policy_incomplete",
+            "detail": f"PCR policy {node.pcr_policy.name!r} has no golden value for "
+            f"{', '.join(missing)}; an operator must record them before nodes enrol",
+        }
+    ]
+
+
 @dataclass(frozen=True)
 class CredentialChallenge:
     credential_blob: bytes
@@ -92,6 +112,10 @@ def start_enrolment(
 ) -> CredentialChallenge:
     """Check the EK certificate chain and the AK, then wrap a secret only that TPM can unwrap
     with ActivateCredential (MakeCredential)."""
+    incomplete = _policy_gaps(node)
+    if incomplete:
+        audit(actor, "node.enrolment_refused", node, reasons=incomplete)
+        raise EnrolmentRefused(incomplete)
     roots, intermediates = _split_roots(load_ca_certificates())
     challenge, result = enrol.start_enrolment(
         ek_public, ek_certificate, ak_public, roots, intermediates
@@ -152,12 +176,16 @@ def _register(node: Node, session: EnrolmentSession, actor: str) -> None:
         "RegisterNode",
         {
             "node_id": node.name,
+            "org": settings.LEDGER_ORG,
             "ak_public": base64.b64encode(node.ak_public).decode(),
             "gpus": [
                 {"uuid": g.uuid, "generation": g.generation.catalogue_id}
                 for g in node.gpus.select_related("generation")
             ],
-            "policy": {"pcrs": node.pcr_policy.pcrs, "max_age_s": node.pcr_policy.max_age_s},
+            "pcr_policy": {
+                "pcrs": node.pcr_policy.pcrs,
+                "max_age_s": node.pcr_policy.max_age_s,
+            },
         },
     )
     publish_on_commit("node", name=node.name, trust=node.trust)
@@ -248,7 +276,7 @@ def revoke_ak(node: Node, *, actor: str) -> Node:
             enqueue(
                 f"node:{node.name}:ak:{old}:revoke",
                 "RevokeAK",
-                {"node_id": node.name, "ak_name": old},
+                {"node_id": node.name, "reason": f"revoked by {actor}"},
             )
         publish_on_commit("node", name=node.name, trust=Node.UNKNOWN)
     node.refresh_from_db()

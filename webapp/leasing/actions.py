@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from webapp.attestation.models import Attestation
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet.models import GPU
 from webapp.leasing import states
@@ -113,8 +114,11 @@ def place_lease(
     price: dict[str, Any],
     price_total_micro: int,
     attributed_energy_mj: int,
+    attestations: Sequence[Attestation],
     actor: str,
 ) -> Lease:
+    """Put the lease on `gpus`, relying on `attestations` (the latest good quote of each
+    node involved), which the ledger re-checks for freshness when it records the lease."""
     if len(gpus) != lease.gpu_count:
         raise LeaseError(f"lease {lease.pk} needs {lease.gpu_count} GPUs, got {len(gpus)}")
     with transaction.atomic():
@@ -131,7 +135,8 @@ def place_lease(
             attributed_energy_mj=attributed_energy_mj,
         )
         lease.gpus.set(gpus)
-        records.lease_created(lease)
+        lease.attestations.set(attestations)
+        records.lease_created(lease, [a.pk for a in attestations])
     return lease
 
 
@@ -143,14 +148,14 @@ def activate_lease(lease: Lease, *, actor: str) -> Lease:
 def end_lease(lease: Lease, *, actor: str) -> Lease:
     with transaction.atomic():
         lease = _transition(lease.pk, states.ENDING, actor, ended=timezone.now())
-        records.lease_ended(lease, "ended")
+        records.lease_ended(lease)
     return lease
 
 
 def preempt_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
     with transaction.atomic():
         lease = _transition(lease.pk, states.PREEMPTED, actor, reason=reason, ended=timezone.now())
-        records.lease_ended(lease, f"preempted: {reason}")
+        records.lease_ended(lease)
     return lease
 
 
@@ -159,7 +164,7 @@ def fail_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
         ran = lease.started is not None
         lease = _transition(lease.pk, states.FAILED, actor, reason=reason, ended=timezone.now())
         if ran:
-            records.lease_ended(lease, f"failed: {reason}")
+            records.lease_ended(lease)
     return lease
 
 

@@ -24,6 +24,12 @@ class Lease(models.Model):
     single_node = models.BooleanField(default=True)
     min_memory_gb = models.PositiveIntegerField(default=0)
     gpus = models.ManyToManyField(GPU, blank=True, related_name="leases")
+    attestations = models.ManyToManyField(
+        "attestation.Attestation",
+        blank=True,
+        related_name="leases",
+        help_text="the quotes the lease was placed on",
+    )
     price = models.JSONField(default=dict, blank=True, help_text="the pricing breakdown")
     price_total_micro = models.BigIntegerField(null=True, blank=True)
     attributed_energy_mj = models.BigIntegerField(null=True, blank=True)

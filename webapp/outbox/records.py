@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webapp.outbox.hooks import ATTESTATION_REFS
 from webapp.outbox.models import OutboxEntry
 
 
@@ -17,7 +18,7 @@ def enqueue(business_key: str, function: str, args: dict[str, Any]) -> OutboxEnt
     return entry
 
 
-def lease_created(lease) -> OutboxEntry:
+def lease_created(lease, attestation_pks: list[int]) -> OutboxEntry:
     return enqueue(
         f"lease:{lease.ledger_id}:create",
         "CreateLease",
@@ -25,19 +26,19 @@ def lease_created(lease) -> OutboxEntry:
             "lease_id": str(lease.ledger_id),
             "tenant": lease.tenant.slug,
             "gpus": sorted(g.uuid for g in lease.gpus.all()),
-            "precision": lease.precision,
-            "price_total_micro": lease.price_total_micro,
-            "attributed_energy_mj": lease.attributed_energy_mj,
+            "price_terms": {
+                "precision": lease.precision,
+                "hours": str(lease.hours),
+                "price_total_micro": lease.price_total_micro,
+                "attributed_energy_mj": lease.attributed_energy_mj,
+            },
+            ATTESTATION_REFS: attestation_pks,
         },
     )
 
 
-def lease_ended(lease, reason: str) -> OutboxEntry:
-    return enqueue(
-        f"lease:{lease.ledger_id}:end",
-        "EndLease",
-        {"lease_id": str(lease.ledger_id), "reason": reason},
-    )
+def lease_ended(lease) -> OutboxEntry:
+    return enqueue(f"lease:{lease.ledger_id}:end", "EndLease", {"lease_id": str(lease.ledger_id)})
 
 
 def settlement_made(settlement) -> OutboxEntry:
@@ -46,8 +47,7 @@ def settlement_made(settlement) -> OutboxEntry:
         "Settle",
         {
             "lease_id": str(settlement.lease.ledger_id),
-            "seq": settlement.seq,
-            "generation": settlement.generation,
+            "interval_seq": settlement.seq,
             "attributed_mj": settlement.attributed_energy_mj,
             "measured_mj": settlement.measured_energy_mj,
             "tariff_micro_per_kwh": settlement.tariff_micro_per_kwh,

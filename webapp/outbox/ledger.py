@@ -1,0 +1,56 @@
+"""The ledger client this process uses, built once from settings.
+
+Embedded: this process owns the ledger file (one engine per file), so only the relay
+(`manage.py ledger_relay`, or the demo loop) opens it. Fabric: issue 5's Gateway backend.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from chaincode_client.interface import LedgerClient
+
+_lock = threading.Lock()
+_client: LedgerClient | None = None
+
+
+def _embedded() -> LedgerClient:
+    from chaincode_client.embedded import EmbeddedClient
+    from ledger.engine import EmbeddedLedger, Identity
+
+    settings.LEDGER_PATH.parent.mkdir(parents=True, exist_ok=True)
+    ledger = EmbeddedLedger.open(settings.LEDGER_PATH, orgs=settings.LEDGER_ORGS)
+    identity_dir = settings.LEDGER_PATH.with_suffix(".identity")
+    if (identity_dir / "cert.pem").exists():
+        identity = Identity.load(identity_dir)
+    else:
+        identity = ledger.enroll(settings.LEDGER_ORG, "wattlease-relay")
+        identity.save(identity_dir)
+    return EmbeddedClient(ledger, identity)
+
+
+def ledger_client() -> LedgerClient:
+    global _client
+    with _lock:
+        if _client is None:
+            if settings.LEDGER_BACKEND != "embedded":
+                raise ImproperlyConfigured(
+                    "LEDGER_BACKEND=fabric needs a Fabric network; see docs/fabric.md "
+                    "(the Gateway backend is not wired into the app yet)"
+                )
+            _client = _embedded()
+        return _client
+
+
+def close_ledger_client() -> None:
+    global _client
+    with _lock:
+        if _client is not None:
+            _client.close()
+            engine = getattr(_client, "_ledger", None)
+            if engine is not None:
+                engine.close()
+            _client = None
