@@ -120,7 +120,7 @@ def _generation(entry: Any, index: int) -> Generation:
 
 def parse_catalogue(data: Any) -> Catalogue:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise CatalogueError(f"not a catalogue: expected \"schema\": {SCHEMA!r}")
+        raise CatalogueError(f'not a catalogue: expected "schema": {SCHEMA!r}')
     raw = data.get("generations")
     if not isinstance(raw, list) or not raw:
         raise CatalogueError("catalogue has no generations")
