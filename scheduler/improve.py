@@ -79,8 +79,10 @@ def improve(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> Assigned:
     assigned = move(assigned, eligible)
     assigned = pair_replace(assigned, eligible, pricer)
     assigned = force_pool(assigned, eligible, pricer, Budget(MAX_FORCE_MOVES))
-    assigned = swap(assigned, pricer)
-    return move(assigned, eligible)
+    swapped = swap(assigned, pricer)
+    if [t for _, t, _ in swapped] == [t for _, t, _ in assigned]:
+        return swapped  # nothing moved, so no free option got cheaper
+    return move(swapped, eligible)
 
 
 def _work(job: Job, pricer: Pricer) -> Decimal:

@@ -18,6 +18,7 @@ Policy (deterministic for the same input):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -267,11 +268,16 @@ def _admit(state: _State, job: Job, pricer: Pricer) -> tuple[Choice | None, list
     return choice, victims, ""
 
 
-def _capacity_reason(job: Job) -> str:
+@functools.cache
+def _capacity_reason_for(precision: str, priority: int) -> str:
     return (
-        f"not enough free attested {job.precision} GPUs: the eligible capacity is taken by "
-        f"work of priority >= {job.priority} and no lower-priority lease frees enough"
+        f"not enough free attested {precision} GPUs: the eligible capacity is taken by "
+        f"work of priority >= {priority} and no lower-priority lease frees enough"
     )
+
+
+def _capacity_reason(job: Job) -> str:
+    return _capacity_reason_for(job.precision, job.priority)
 
 
 def job_order(job: Job, pricer: Pricer) -> tuple:
