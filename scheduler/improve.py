@@ -57,15 +57,19 @@ class _Slot:
     needs_one_node: bool
 
 
-def _rates(job: Job, pools: list[Pool], pricer: Pricer) -> dict[tuple[str, str], int]:
+def _rates(job: Job, pools: list[Pool], pricer: Pricer, cache: dict) -> dict[tuple[str, str], int]:
     """Scaled cost rate of this job on each pool it may use (absent: not allowed)."""
-    work = job.hours * pricer.baseline_tflops(job.precision) * WORK_SCALE
-    return {
-        pool.key: int(work * pool.factor(job.precision) * FACTOR_SCALE)
-        for pool in pools
-        if pool.generation.supports(job.precision)
-        and pool.generation.memory_gb >= job.min_memory_gb
-    }
+    key = (job.precision, job.min_memory_gb)
+    factors = cache.get(key)
+    if factors is None:
+        factors = cache[key] = [
+            (pool.key, int(pool.factor(job.precision) * FACTOR_SCALE))
+            for pool in pools
+            if pool.generation.supports(job.precision)
+            and pool.generation.memory_gb >= job.min_memory_gb
+        ]
+    work = int(job.hours * pricer.baseline_tflops(job.precision) * WORK_SCALE)
+    return {pool_key: work * factor for pool_key, factor in factors}
 
 
 Assigned = list[tuple[Job, Taken, Pool]]
@@ -107,24 +111,29 @@ def _orders(
     order itself; then seeded shuffles while `placements` (job placements to spend) last.
     Small instances thus get a broad multi-start search, huge ones a few good orders."""
     jobs = [job for job, _, _ in assigned]
-    costs = {job.id: _pool_costs(job, eligible, pricer) for job in jobs}
+    costs: dict[str, list[Decimal]] = {}
+
+    def cost(job: Job) -> list[Decimal]:  # computed only when an order needs it
+        if job.id not in costs:
+            costs[job.id] = _pool_costs(job, eligible, pricer)
+        return costs[job.id]
 
     def regret(job: Job) -> Decimal:
-        c = costs[job.id]
+        c = cost(job)
         return c[1] - c[0] if len(c) > 1 else Decimal("Infinity")
 
     def room(job: Job) -> Decimal:  # how many times over its eligible capacity holds it
         return Decimal(sum(p.attested_total for p in eligible(job))) / job.gpus
 
-    orders = [
-        sorted(jobs, key=lambda j: (-_work(j, pricer), -j.gpus, j.id)),
-        sorted(jobs, key=lambda j: (room(j), -j.gpus, j.id)),
-        sorted(jobs, key=lambda j: (-regret(j), -j.gpus, j.id)),
-        sorted(jobs, key=lambda j: (-costs[j.id][0], -j.gpus, j.id)),
-        jobs,
+    keys = [
+        lambda j: (-_work(j, pricer), -j.gpus, j.id),
+        lambda j: (room(j), -j.gpus, j.id),
+        lambda j: (-regret(j), -j.gpus, j.id),
+        lambda j: (-cost(j)[0], -j.gpus, j.id),
+        None,  # the admission order itself
     ]
     affordable = max(1, placements // max(len(jobs), 1))
-    orders = orders[:affordable]
+    orders = [sorted(jobs, key=key) if key else list(jobs) for key in keys[:affordable]]
     rng = random.Random(SHUFFLE_SEED)
     for _ in range(min(MAX_SHUFFLES, affordable - len(orders))):
         shuffled = list(jobs)
@@ -217,6 +226,7 @@ def move(assigned: Assigned, eligible: Eligible) -> Assigned:
 def swap(assigned: Assigned, pricer: Pricer) -> Assigned:
     """Pairwise swaps of equal-size GPU sets; the set of taken GPUs does not change."""
     pools = sorted({pool.key: pool for _, _, pool in assigned}.values(), key=lambda p: p.key)
+    factor_cache: dict = {}
     by_size: dict[int, list[_Slot]] = {}
     slots = []
     for job, taken, pool in assigned:
@@ -225,7 +235,7 @@ def swap(assigned: Assigned, pricer: Pricer) -> Assigned:
             taken,
             pool,
             pool.key,
-            _rates(job, pools, pricer),
+            _rates(job, pools, pricer, factor_cache),
             sum(key for key, _, _ in taken),
             len({node for _, _, node in taken}) == 1,
             job.single_node and job.gpus > 1,

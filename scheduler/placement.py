@@ -233,11 +233,10 @@ def _place_one(state: _State, job: Job, pricer: Pricer) -> tuple[bool, list[Leas
 
 
 def _admit(state: _State, job: Job, pricer: Pricer) -> tuple[Choice | None, list[Lease], str]:
-    pools = _eligible(state, job)
     static_key = (job.precision, job.min_memory_gb, job.single_node, job.gpus)
-    if static_key not in state.static:
-        state.static[static_key] = _static_reason(pools, job)
-    reason = state.static[static_key]
+    reason = state.static.get(static_key, "")
+    if reason == "":
+        reason = state.static[static_key] = _static_reason(_eligible(state, job), job)
     if reason:
         return None, [], reason
     # Free plus lower-priority capacity only shrinks as the batch proceeds (jobs come in
@@ -247,6 +246,7 @@ def _admit(state: _State, job: Job, pricer: Pricer) -> tuple[Choice | None, list
     fail_key = (job.precision, job.min_memory_gb, job.single_node)
     if state.failed.get(fail_key, job.gpus + 1) <= job.gpus:
         return None, [], _capacity_reason(job)
+    pools = _eligible(state, job)
     choice = best_choice(pools, job)
     if choice is not None:
         return choice, [], ""
