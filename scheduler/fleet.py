@@ -246,12 +246,15 @@ def parse_plan_input(data: Any, catalogue: Catalogue) -> PlanInput:
         if gpu.id in gpus:
             raise PlanInputError(f"{_where('gpus', index, entry)}: duplicate GPU id {gpu.id!r}")
         gpus[gpu.id] = gpu
-    jobs, job_ids = [], set()
+    jobs: list[Job] = []
+    job_ids: set[str] = set()
     for index, entry in enumerate(_list(data, "jobs", MAX_JOBS)):
         job = _job(entry, index)
         _unique(job_ids, job.id, _where("jobs", index, entry), "job")
         jobs.append(job)
-    leases, lease_ids, taken = [], set(), set()
+    leases: list[Lease] = []
+    lease_ids: set[str] = set()
+    taken: set[str] = set()
     for index, entry in enumerate(_list(data, "leases", MAX_LEASES, required=False)):
         lease = _lease(entry, index, gpus, taken)
         _unique(lease_ids, lease.id, _where("leases", index, entry), "lease")

@@ -102,7 +102,7 @@ def _pool_costs(job: Job, eligible: Eligible, pricer: Pricer) -> list[Decimal]:
 
 
 def _orders(
-    assigned: Assigned, eligible: Eligible, pricer: Pricer, placements: int
+    jobs: list[Job], eligible: Eligible, pricer: Pricer, placements: int
 ) -> list[list[Job]]:
     """Candidate placement orders. By per-GPU work (the rearrangement order within one
     precision); by regret (how much a job loses if its best pool is gone: across
@@ -110,7 +110,6 @@ def _orders(
     regret); most constrained first; by the job's cost on its best pool; the admission
     order itself; then seeded shuffles while `placements` (job placements to spend) last.
     Small instances thus get a broad multi-start search, huge ones a few good orders."""
-    jobs = [job for job, _, _ in assigned]
     costs: dict[str, list[Decimal]] = {}
 
     def cost(job: Job) -> list[Decimal]:  # computed only when an order needs it
@@ -179,7 +178,7 @@ def refit(
     """Admission's last resort before preemption: can the admitted jobs plus `job` all fit
     if everything is placed again, in one of the candidate orders? Returns the cheapest
     complete assignment (pools updated) or None (pools unchanged)."""
-    extended = [*assigned, (job, [], None)]
+    extended = [*(j for j, _, _ in assigned), job]
     if len(extended) > REFIT_MAX_JOBS or budget.left < len(extended) * FIXED_ORDERS:
         return None
     orders = _orders(extended, eligible, pricer, min(budget.left, MAX_REFIT_PER_JOB))
@@ -203,7 +202,7 @@ def replace_by_work(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> A
     for _, taken, pool in assigned:
         pool.give_back(taken)
     rng = random.Random(SHUFFLE_SEED)
-    orders = _orders(assigned, eligible, pricer, MAX_REPLACE_PLACEMENTS)
+    orders = _orders([j for j, _, _ in assigned], eligible, pricer, MAX_REPLACE_PLACEMENTS)
     for number, order in enumerate(orders):
         placed = _place_in_order(order, eligible, rng if number >= FIXED_ORDERS else None)
         if placed is not None and (cost := _total(placed, pricer)) < best_cost:

@@ -200,6 +200,7 @@ def _preempt(state: _State, pools: list[Pool], job: Job) -> list[Lease]:
             pool = eligible.get(pkey)
             if pool is None:
                 continue
+            places: set[tuple[tuple[str, str], str | None]]
             if job.single_node and job.gpus > 1:
                 places = {(pkey, gpu.node) for gpu in gpus}
             else:
