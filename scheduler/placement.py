@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import NamedTuple
 
 from scheduler.catalogue import Catalogue
 from scheduler.fleet import Gpu, Job, Lease, PlanInput
@@ -30,6 +31,7 @@ from scheduler.pricing import GpuCondition, PriceBreakdown, Pricer, PricingPolic
 from scheduler.relocate import MAX_ROOM_TRIES, Budget, make_room
 
 MW_PER_W = 1000
+WORK_KEY_SCALE = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,7 @@ class Placement:
         }
 
 
-@dataclass(frozen=True)
-class Unplaced:
+class Unplaced(NamedTuple):  # a tuple: 50,000 of them are built in a big batch
     job: str
     reason: str
 
@@ -286,15 +287,22 @@ def job_order(job: Job, pricer: Pricer) -> tuple:
     return (-job.priority, -job.hours * pricer.baseline_tflops(job.precision), job.id)
 
 
+def _admission_order(jobs: tuple[Job, ...], pricer: Pricer) -> list[Job]:
+    """job_order, with the work as an integer (micro-TFLOPS·h): integer keys sort faster."""
+    reference = {p: pricer.baseline_tflops(p) * WORK_KEY_SCALE for p in {j.precision for j in jobs}}
+    return sorted(jobs, key=lambda j: (-j.priority, -int(j.hours * reference[j.precision]), j.id))
+
+
 def plan(data: PlanInput, catalogue: Catalogue, policy: PricingPolicy | None = None) -> Plan:
     """Place queued jobs on the fleet. Pure and deterministic: same input, same plan."""
     pricer = Pricer(catalogue, policy)
     state = _build(data, pricer)
     unplaced: list[Unplaced] = []
     preempted: list[Preemption] = []
-    for job in sorted(data.jobs, key=lambda j: job_order(j, pricer)):
+    for job in _admission_order(data.jobs, pricer):
         placed, victims, reason = _place_one(state, job, pricer)
-        preempted.extend(Preemption(v.id, v.gpus, v.priority, job.id) for v in victims)
+        if victims:
+            preempted.extend(Preemption(v.id, v.gpus, v.priority, job.id) for v in victims)
         if not placed:
             unplaced.append(Unplaced(job.id, reason))
     assigned = improve(state.assigned, lambda job: _eligible(state, job), pricer)

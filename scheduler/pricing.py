@@ -123,25 +123,6 @@ def kwh_to_mj(kwh: Decimal) -> int:
     return int((kwh * MJ_PER_KWH).to_integral_value(rounding=ROUND_HALF_EVEN))
 
 
-def _rounded(ln: GpuLine) -> GpuLine:
-    """The displayed line: rates to 4 places, energy to 1 mWh; cost is already money."""
-    return GpuLine(
-        gpu=ln.gpu,
-        generation=ln.generation,
-        w_per_tflops=_q(ln.w_per_tflops, RATE_QUANTUM),
-        power_source=ln.power_source,
-        coefficient=_q(ln.coefficient, RATE_QUANTUM),
-        derating=_q(ln.derating, RATE_QUANTUM),
-        pue=ln.pue,
-        tariff_per_kwh=ln.tariff_per_kwh,
-        gpu_hours=_q(ln.gpu_hours, ENERGY_QUANTUM_KWH),
-        attributed_power_w=_q(ln.attributed_power_w, RATE_QUANTUM),
-        energy_kwh=_q(ln.energy_kwh, ENERGY_QUANTUM_KWH),
-        facility_energy_kwh=_q(ln.facility_energy_kwh, ENERGY_QUANTUM_KWH),
-        cost=ln.cost,
-    )
-
-
 class Pricer:
     """Prices work on GPUs against one catalogue and policy. Caches per-precision figures."""
 
@@ -222,44 +203,51 @@ class Pricer:
             raise PricingError(f"hours must not be negative, got {hours}")
         work = gpus * hours * self.baseline_tflops(precision)
         share = work / gpus
-        lines = tuple(self._line(cond, precision, share) for cond in on)
-        return self._aggregate(precision, work, lines)
+        raw = [self._line(cond, precision, share) for cond in on]
+        return self._aggregate(precision, work, raw)
 
-    def _line(self, cond: GpuCondition, precision: str, share: Decimal) -> GpuLine:
+    def _line(
+        self, cond: GpuCondition, precision: str, share: Decimal
+    ) -> tuple[GpuLine, Decimal, Decimal, Decimal]:
+        """The displayed line (rates to 4 places, energy to 1 mWh, cost to the money
+        quantum) and the unrounded board, underated and facility energy behind it."""
         gen = self.generation(cond.generation, precision)
         wpt = gen.watts_per_tflops(precision, cond.power_w)
         derating = self.derating(cond.temp_c)
-        energy = share * wpt * derating / WH_PER_KWH
+        underated = share * wpt / WH_PER_KWH
+        energy = underated * derating
         facility = energy * cond.pue
         power = gen.board_power_w if cond.power_w is None else cond.power_w
-        return GpuLine(
+        line = GpuLine(
             gpu=cond.gpu,
             generation=gen.id,
-            w_per_tflops=wpt,
+            w_per_tflops=_q(wpt, RATE_QUANTUM),
             power_source="datasheet" if cond.power_w is None else "measured",
-            coefficient=self.baseline_w_per_tflops(precision) / wpt,
-            derating=derating,
+            coefficient=_q(self.baseline_w_per_tflops(precision) / wpt, RATE_QUANTUM),
+            derating=_q(derating, RATE_QUANTUM),
             pue=cond.pue,
             tariff_per_kwh=cond.tariff_per_kwh,
-            gpu_hours=share / gen.dense_tflops[precision],
-            attributed_power_w=power * derating,
-            energy_kwh=energy,
-            facility_energy_kwh=facility,
+            gpu_hours=_q(share / gen.dense_tflops[precision], ENERGY_QUANTUM_KWH),
+            attributed_power_w=_q(power * derating, RATE_QUANTUM),
+            energy_kwh=_q(energy, ENERGY_QUANTUM_KWH),
+            facility_energy_kwh=_q(facility, ENERGY_QUANTUM_KWH),
             cost=_q(facility * cond.tariff_per_kwh, MONEY_QUANTUM),
         )
+        return line, energy, underated, facility
 
-    def _aggregate(self, precision: str, work: Decimal, raw: tuple[GpuLine, ...]) -> PriceBreakdown:
+    def _aggregate(
+        self, precision: str, work: Decimal, raw: list[tuple[GpuLine, Decimal, Decimal, Decimal]]
+    ) -> PriceBreakdown:
         base_wpt = self.baseline_w_per_tflops(precision)
         baseline_energy = work * base_wpt / WH_PER_KWH
-        energy = sum((ln.energy_kwh for ln in raw), Decimal(0))
-        underated = sum((ln.energy_kwh / ln.derating for ln in raw), Decimal(0))
-        facility = sum((ln.facility_energy_kwh for ln in raw), Decimal(0))
-        total = sum((ln.cost for ln in raw), Decimal(0))
+        energy = sum((r[1] for r in raw), Decimal(0))
+        underated = sum((r[2] for r in raw), Decimal(0))
+        facility = sum((r[3] for r in raw), Decimal(0))
+        total = sum((r[0].cost for r in raw), Decimal(0))
 
         def ratio(a: Decimal, b: Decimal) -> Decimal:
             return _q(a / b, RATE_QUANTUM) if b else Decimal(0)
 
-        lines = tuple(_rounded(ln) for ln in raw)
         return PriceBreakdown(
             precision=precision,
             baseline=self.baseline.id,
@@ -274,5 +262,5 @@ class Pricer:
             facility_energy_kwh=_q(facility, ENERGY_QUANTUM_KWH),
             tariff_per_kwh=ratio(total, facility),
             total=total,
-            lines=lines,
+            lines=tuple(r[0] for r in raw),
         )

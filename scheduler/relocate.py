@@ -24,7 +24,7 @@ from scheduler.pricing import Pricer
 
 MAX_ROOM_TRIES = 1_000  # relocations tried per plan by make_room
 ROOM_SCAN = 512  # make_room looks at the most recently admitted (lowest-priority) jobs
-MAX_PAIR_REPLACES = 1_500  # pairs re-placed per plan by pair_replace
+MAX_PAIR_REPLACES = 800  # pairs re-placed per plan by pair_replace
 MAX_FORCE_MOVES = 1_500  # (job, pool) moves tried per plan by force_pool
 FORCE_MAX_JOBS = 300
 MAX_PERMUTED = 4  # lifted jobs re-placed in every order up to this many (4! = 24)
