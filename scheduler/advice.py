@@ -1,0 +1,168 @@
+"""Operator-facing advice: elastic scaling per pool and idle capacity by hour and weekday.
+
+Scaling follows the seed's rule (chapter 2.1): take the mean compute utilisation over the
+last 5 minutes; above 0.85 with pending work, add 2 replicas (up to the pool's maximum);
+below 0.15, remove 1 (down to its minimum). The window keeps one noisy sample from
+triggering a change. This is advice, not an autoscaler: it says what and why, and the
+operator (or a later controller) acts. Memory-bandwidth utilisation is reported beside
+compute utilisation in every recommendation, because utilisation alone is not throughput.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scheduler.telemetry.sample import TelemetrySample
+from scheduler.telemetry.synthetic import IDLE_UTIL_PCT
+
+SCALE_WINDOW_MS = 5 * 60 * 1000
+SCALE_UP_UTIL = 0.85
+SCALE_DOWN_UTIL = 0.15
+SCALE_UP_STEP = 2
+SCALE_DOWN_STEP = 1
+MS_PER_HOUR = 3_600_000
+MS_PER_DAY = 24 * MS_PER_HOUR
+EPOCH_WEEKDAY = 3  # 1970-01-01 was a Thursday (Monday = 0)
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+@dataclass(frozen=True)
+class PoolState:
+    pool: str
+    replicas: int
+    min_replicas: int
+    max_replicas: int
+    pending_jobs: int
+
+
+@dataclass(frozen=True)
+class ScalingAdvice:
+    pool: str
+    action: str  # "scale_up" | "scale_down" | "hold"
+    replicas_now: int
+    replicas_advised: int
+    mean_util: float | None  # compute, 0-1, over the window
+    mean_mem_util: float | None  # memory bandwidth, 0-1, over the window
+    samples: int
+    reason: str
+
+
+def scaling_advice(
+    state: PoolState, samples: Iterable[TelemetrySample], now_ms: int
+) -> ScalingAdvice:
+    """The seed's rule for one pool, from its GPUs' samples (older ones are ignored)."""
+    window = [s for s in samples if now_ms - SCALE_WINDOW_MS < s.t_ms <= now_ms]
+    if not window:
+        return ScalingAdvice(
+            state.pool,
+            "hold",
+            state.replicas,
+            state.replicas,
+            None,
+            None,
+            0,
+            "no telemetry in the last 5 minutes: no advice",
+        )
+    util = sum(s.util_gpu_pct for s in window) / len(window) / 100
+    mem = sum(s.util_mem_pct for s in window) / len(window) / 100
+    seen = (
+        f"5-minute mean utilisation {util:.2f} compute, {mem:.2f} memory bandwidth "
+        f"({len(window)} samples); {state.pending_jobs} job(s) pending"
+    )
+    action, target, why = "hold", state.replicas, "within the 0.15-0.85 band"
+    if util > SCALE_UP_UTIL and state.pending_jobs > 0:
+        if state.replicas < state.max_replicas:
+            action = "scale_up"
+            target = min(state.replicas + SCALE_UP_STEP, state.max_replicas)
+            why = f"above {SCALE_UP_UTIL} with pending work"
+        else:
+            why = f"above {SCALE_UP_UTIL} with pending work, but at the maximum"
+    elif util > SCALE_UP_UTIL:
+        why = f"above {SCALE_UP_UTIL} but nothing is pending"
+    elif util < SCALE_DOWN_UTIL:
+        if state.replicas > state.min_replicas:
+            action = "scale_down"
+            target = max(state.replicas - SCALE_DOWN_STEP, state.min_replicas)
+            why = f"below {SCALE_DOWN_UTIL}"
+        else:
+            why = f"below {SCALE_DOWN_UTIL}, but at the minimum"
+    return ScalingAdvice(
+        state.pool,
+        action,
+        state.replicas,
+        target,
+        round(util, 4),
+        round(mem, 4),
+        len(window),
+        f"{seen}: {why}",
+    )
+
+
+def advise_pools(
+    states: Iterable[PoolState], samples_by_pool: dict[str, list[TelemetrySample]], now_ms: int
+) -> list[ScalingAdvice]:
+    """One recommendation per pool, in pool order."""
+    return [
+        scaling_advice(state, samples_by_pool.get(state.pool, []), now_ms)
+        for state in sorted(states, key=lambda s: s.pool)
+    ]
+
+
+@dataclass(frozen=True)
+class HeatCell:
+    weekday: int  # Monday = 0
+    hour: int
+    samples: int
+    idle_share: float | None  # share of GPU samples that were idle; None without data
+    mean_util: float | None
+    mean_mem_util: float | None
+
+
+@dataclass(frozen=True)
+class IdleHeatmap:
+    cells: tuple[HeatCell, ...]  # 7 x 24, weekday-major
+
+    def grid(self) -> list[list[float | None]]:
+        """Idle shares as rows Monday..Sunday of 24 hours: the data of a heat map."""
+        return [[c.idle_share for c in self.cells[d * 24 : d * 24 + 24]] for d in range(7)]
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "weekdays": list(WEEKDAYS),
+            "hours": list(range(24)),
+            "idle_share": self.grid(),
+            "cells": [c.__dict__ for c in self.cells],
+        }
+
+
+def idle_heatmap(
+    samples: Iterable[TelemetrySample], utc_offset_h: int = 0, idle_util_pct: int = IDLE_UTIL_PCT
+) -> IdleHeatmap:
+    """Idle capacity by weekday x hour of day (local time = UTC + offset), streaming."""
+    count = [0] * 168
+    idle = [0] * 168
+    util = [0] * 168
+    mem = [0] * 168
+    offset = utc_offset_h * MS_PER_HOUR
+    for s in samples:
+        local = s.t_ms + offset
+        cell = ((local // MS_PER_DAY + EPOCH_WEEKDAY) % 7) * 24 + (local // MS_PER_HOUR) % 24
+        count[cell] += 1
+        idle[cell] += s.util_gpu_pct < idle_util_pct
+        util[cell] += s.util_gpu_pct
+        mem[cell] += s.util_mem_pct
+    cells = []
+    for cell in range(168):
+        n = count[cell]
+        cells.append(
+            HeatCell(
+                cell // 24,
+                cell % 24,
+                n,
+                round(idle[cell] / n, 4) if n else None,
+                round(util[cell] / n / 100, 4) if n else None,
+                round(mem[cell] / n / 100, 4) if n else None,
+            )
+        )
+    return IdleHeatmap(tuple(cells))

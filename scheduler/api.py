@@ -1,0 +1,81 @@
+"""The calls the web app makes, in one place. Thin: each delegates to the module that owns
+the decision (pricing, placement, settlement, telemetry, advice)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from scheduler.advice import PoolState, ScalingAdvice, advise_pools, idle_heatmap
+from scheduler.catalogue import Catalogue, load_catalogue
+from scheduler.fleet import parse_plan_input
+from scheduler.placement import Placement, Plan, plan
+from scheduler.pricing import GpuCondition, PriceBreakdown, Pricer, PricingPolicy
+from scheduler.settlement import (
+    LeaseTerms,
+    SettlementRecord,
+    settle_interval,
+    settle_lease,
+    settle_migration,
+    terms_from_price_line,
+)
+from scheduler.telemetry.replay import ReplaySource, load_trace, write_trace
+from scheduler.telemetry.synthetic import synthetic_fleet, synthetic_trace
+
+__all__ = [
+    "GpuCondition",
+    "LeaseTerms",
+    "PoolState",
+    "ReplaySource",
+    "ScalingAdvice",
+    "SettlementRecord",
+    "advise_pools",
+    "idle_heatmap",
+    "lease_terms",
+    "load_trace",
+    "plan_batch",
+    "price_lease",
+    "settle_interval",
+    "settle_lease",
+    "settle_migration",
+    "synthetic_fleet",
+    "synthetic_trace",
+    "write_trace",
+]
+
+
+def price_lease(
+    precision: str,
+    gpus: list[GpuCondition],
+    hours: Decimal,
+    catalogue: Catalogue | None = None,
+    policy: PricingPolicy | None = None,
+) -> PriceBreakdown:
+    """Price `hours` baseline hours of work on these GPUs (one GpuCondition per GPU)."""
+    catalogue = catalogue or load_catalogue()
+    return Pricer(catalogue, policy).price(precision, len(gpus), hours, gpus)
+
+
+def plan_batch(
+    data: dict[str, Any], catalogue: Catalogue | None = None, policy: PricingPolicy | None = None
+) -> Plan:
+    """Validate a plan input (the CLI's JSON schema, decoded) and place it.
+    Raises fleet.PlanInputError naming the bad entry."""
+    catalogue = catalogue or load_catalogue()
+    return plan(parse_plan_input(data, catalogue), catalogue, policy)
+
+
+def lease_terms(lease: str, placement: Placement, lease_start_ms: int) -> list[LeaseTerms]:
+    """Settlement terms for every GPU of a placement (GPU ids are NVML UUIDs)."""
+    return [
+        terms_from_price_line(
+            lease,
+            line.gpu,
+            line.generation,
+            lease_start_ms,
+            line.attributed_power_w,
+            line.tariff_per_kwh,
+            line.pue,
+        )
+        for line in placement.price.lines
+    ]

@@ -1,0 +1,61 @@
+"""Small plan inputs built by hand for the placement and CLI tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def gpu(
+    gid: str,
+    gen: str,
+    node: str,
+    site: str = "s1",
+    free: bool = True,
+    attested: bool = True,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "id": gid,
+        "generation": gen,
+        "node": node,
+        "site": site,
+        "free": free,
+        "attested": attested,
+        **extra,
+    }
+
+
+def job(
+    jid: str,
+    gpus: int = 1,
+    precision: str = "FP16",
+    hours: Any = 10,
+    priority: int = 1,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "id": jid,
+        "gpus": gpus,
+        "precision": precision,
+        "hours": hours,
+        "priority": priority,
+        **extra,
+    }
+
+
+def node(name: str, gen: str, count: int, site: str = "s1", **extra: Any) -> list[dict]:
+    return [gpu(f"{name}-{i}", gen, name, site, **extra) for i in range(count)]
+
+
+def plan_input(
+    gpus: list[dict],
+    jobs: list[dict],
+    leases: list[dict] | None = None,
+    sites: list[dict] | None = None,
+) -> dict[str, Any]:
+    return {
+        "sites": sites or [{"id": "s1", "pue": "1.2"}, {"id": "s2", "pue": "1.5"}],
+        "gpus": gpus,
+        "jobs": jobs,
+        "leases": leases or [],
+    }
