@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from ledger.money import div_half_even, settlement_amount  # the one money formula
 from scheduler.telemetry.sample import TelemetryError, TelemetrySample
 
 MJ_PER_KWH = 3_600_000_000
@@ -39,30 +40,6 @@ MS_PER_S = 1000
 
 class SettlementError(ValueError):
     """Inputs that cannot be settled; the message names the lease, GPU and sample."""
-
-
-def _div_half_even(numerator: int, denominator: int) -> int:
-    """Integer division rounding half to even (banker's rounding), for any sign."""
-    quotient, remainder = divmod(numerator, denominator)  # remainder has denominator's sign
-    twice = 2 * remainder
-    if twice > denominator or (twice == denominator and quotient % 2 == 1):
-        quotient += 1
-    return quotient
-
-
-def settlement_amount(measured_mj: int, attributed_mj: int, tariff_micro_per_kwh: int) -> int:
-    """(measured - attributed) x tariff, in micro-units, half-even. 1 kWh = 3.6e9 mJ.
-
-    Stand-in with the exact signature and semantics of `ledger.money.settlement_amount`
-    (branch `ledger`) until that is merged; the lead will point callers there."""
-    for name, value in (
-        ("measured_mj", measured_mj),
-        ("attributed_mj", attributed_mj),
-        ("tariff_micro_per_kwh", tariff_micro_per_kwh),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SettlementError(f"{name} must be an integer, got {value!r}")
-    return _div_half_even((measured_mj - attributed_mj) * tariff_micro_per_kwh, MJ_PER_KWH)
 
 
 @dataclass(frozen=True)
@@ -158,7 +135,7 @@ def attributed_mj(terms: LeaseTerms, segments: Iterable[Segment]) -> int:
     adjacent intervals)."""
 
     def cumulative(t_ms: int) -> int:  # mW x ms = uJ; / 1000 -> mJ
-        return _div_half_even(terms.attributed_power_mw * (t_ms - terms.lease_start_ms), MS_PER_S)
+        return div_half_even(terms.attributed_power_mw * (t_ms - terms.lease_start_ms), MS_PER_S)
 
     return sum(cumulative(s.end_ms) - cumulative(s.start_ms) for s in segments)
 

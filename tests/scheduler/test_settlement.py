@@ -40,7 +40,7 @@ def test_settlement_amount_is_half_even_in_micro_units():
     assert settlement_amount(3 * MJ_PER_KWH // 2, 0, 1) == 2  # 1.5 -> 2 (even)
     assert settlement_amount(0, MJ_PER_KWH // 2, 1) == 0  # -0.5 -> 0
     assert settlement_amount(0, 3 * MJ_PER_KWH // 2, 1) == -2  # -1.5 -> -2
-    with pytest.raises(SettlementError, match="measured_mj must be an integer"):
+    with pytest.raises(TypeError, match="measured_mj must be an int"):
         settlement_amount(1.5, 0, 1)  # type: ignore[arg-type]
 
 
