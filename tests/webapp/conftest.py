@@ -11,13 +11,17 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from attest.agent.http import AgentApi
+from attest.agent.http import AgentApi, attest_once, enrol
 from attest.agent.tpm import Agent
 from attest.swtpm import LocalCA, start_node_tpm
 from webapp.attestation import service
+from webapp.attestation.models import Attestation
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
+from webapp.outbox.ledger import close_ledger_client, ledger_client
+from webapp.outbox.models import OutboxEntry
+from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import ApiKey, Tenant
 
 
@@ -124,3 +128,24 @@ def set_golden_values(node: Node, agent: Agent) -> None:
     values = agent.read_pcrs("sha256:0,2,7")["sha256"]
     node.pcr_policy.pcrs = {"sha256": {str(i): v.hex() for i, v in values.items()}}
     node.pcr_policy.save()
+
+
+# -- the embedded ledger and a node whose good quote is on it --
+
+
+@pytest.fixture
+def ledger(settings, tmp_path):
+    settings.LEDGER_PATH = tmp_path / "ledger.sqlite3"
+    yield ledger_client()
+    close_ledger_client()
+
+
+@pytest.fixture
+def attested_node(fleet, agent, api, ledger):
+    ak = enrol(agent, api)
+    set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
+    assert attest_once(agent, api, ak)["valid"]
+    outcome = relay_once(ledger)
+    errors = list(OutboxEntry.objects.values_list("function", "last_error"))
+    assert outcome == {"done": 2}, errors  # RegisterNode, RecordAttestation
+    return Attestation.objects.get(node=fleet.node, valid=True)

@@ -10,36 +10,15 @@ from decimal import Decimal
 import pytest
 from django.core.management import CommandError, call_command
 
-from attest.agent.http import attest_once, enrol
 from ledger.money import settlement_amount
-from tests.webapp.conftest import set_golden_values
 from webapp.attestation.models import Attestation
-from webapp.fleet.models import Node
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
-from webapp.outbox.ledger import close_ledger_client, ledger_client
+from webapp.outbox.ledger import close_ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 
 ACTOR = "test"
-
-
-@pytest.fixture
-def ledger(settings, tmp_path):
-    settings.LEDGER_PATH = tmp_path / "ledger.sqlite3"
-    yield ledger_client()
-    close_ledger_client()
-
-
-@pytest.fixture
-def attested_node(fleet, agent, api, ledger):
-    ak = enrol(agent, api)
-    set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
-    assert attest_once(agent, api, ak)["valid"]
-    outcome = relay_once(ledger)
-    errors = list(OutboxEntry.objects.values_list("function", "last_error"))
-    assert outcome == {"done": 2}, errors  # RegisterNode, RecordAttestation
-    return Attestation.objects.get(node=fleet.node, valid=True)
 
 
 def place(tenant, gpus, attestations) -> Lease:

@@ -1,8 +1,9 @@
-"""The demo's background activity: tenants request leases, the scheduler places them, GPUs
-report telemetry, leases end and are settled against the energy they drew.
+"""The demo's background activity, through the same code paths as production:
+tenants request leases (the only demo-only part: a seeded request pattern), the scheduler
+places and prices them, the outbox relay writes them to the embedded ledger, leases start
+once the ledger holds their contract, a replayed telemetry trace feeds the GPUs' readings,
+and leases that end are settled from that telemetry and written to the ledger too.
 
-Every step goes through the same actions and libraries as production; the only demo-only
-parts are the tenants' request pattern and the telemetry source (a synthetic trace).
 One demo "hour" of lease time passes in DEMO_HOUR_S seconds of wall time.
 """
 
@@ -11,13 +12,26 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from decimal import Decimal
+from pathlib import Path
 
+from django.conf import settings
 from django.db import close_old_connections
+from django.utils import timezone
 
+from scheduler import api as scheduler
+from scheduler.telemetry.synthetic import SyntheticGpu
+from webapp.attestation.service import mark_stale
 from webapp.core.demo_agents import signals_to_main_thread
+from webapp.fleet.models import GPU
+from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
+from webapp.leasing.scheduling import place_requested, settle_closed
+from webapp.outbox.ledger import close_ledger_client, ledger_client
+from webapp.outbox.models import OutboxEntry
+from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import Tenant
 
 log = logging.getLogger("wattlease.demo")
@@ -26,32 +40,46 @@ TICK_S = 2.0
 DEMO_HOUR_S = 30.0  # wall seconds per leased hour
 MAX_OPEN_REQUESTS = 4
 ACTOR = "demo-loop"
+TRACE_HOURS = 1.0  # each generated trace covers this much; a new one follows when it ends
+TRACE_STEP_S = 2
+TELEMETRY_FLUSH_S = 2.0
 
 
 class DemoLoop(threading.Thread):
     def __init__(self, seed: int = 7) -> None:
         super().__init__(name="demo-loop", daemon=True)
         self.rng = random.Random(seed)
+        self.seed = seed
         self.stopping = threading.Event()
+        self.telemetry = threading.Thread(target=self.replay, name="demo-telemetry", daemon=True)
 
     def stop(self) -> None:
         self.stopping.set()
 
     def run(self) -> None:
         signals_to_main_thread()
-        while not self.stopping.wait(TICK_S):
-            try:
-                self.tick()
-            except Exception:  # the demo keeps going; the log says what broke
-                log.exception("demo tick failed")
-            finally:
-                close_old_connections()
+        self.telemetry.start()
+        client = ledger_client()
+        try:
+            while not self.stopping.wait(TICK_S):
+                try:
+                    self.tick(client)
+                except Exception:  # the demo keeps going; the log says what broke
+                    log.exception("demo tick failed")
+                finally:
+                    close_old_connections()
+        finally:
+            close_ledger_client()
 
-    def tick(self) -> None:
+    def tick(self, client) -> None:
+        mark_stale()
         self.maybe_request()
-        for lease in Lease.objects.filter(state=states.PLACED):
-            actions.activate_lease(lease, actor=ACTOR)
+        place_requested(actor=ACTOR)
+        relay_once(client, settings.OUTBOX_BATCH)
+        self.activate_recorded()
         self.end_due()
+        settle_closed(actor=ACTOR)
+        relay_once(client, settings.OUTBOX_BATCH)
 
     def maybe_request(self) -> None:
         if Lease.objects.filter(state=states.REQUESTED).count() >= MAX_OPEN_REQUESTS:
@@ -68,11 +96,43 @@ class DemoLoop(threading.Thread):
             actor=ACTOR,
         )
 
-    def end_due(self) -> None:
-        from django.utils import timezone
+    def activate_recorded(self) -> None:
+        """A lease starts only once the ledger holds its contract."""
+        for lease in Lease.objects.filter(state=states.PLACED):
+            recorded = OutboxEntry.objects.filter(
+                business_key=f"lease:{lease.ledger_id}:create", status=OutboxEntry.DONE
+            ).exists()
+            if recorded:
+                actions.activate_lease(lease, actor=ACTOR)
 
+    def end_due(self) -> None:
         now = timezone.now()
         for lease in Lease.objects.filter(state=states.ACTIVE, started__isnull=False):
-            ran_s = (now - lease.started).total_seconds()
-            if ran_s >= float(lease.hours) * DEMO_HOUR_S:
+            if (now - lease.started).total_seconds() >= float(lease.hours) * DEMO_HOUR_S:
                 actions.end_lease(lease, actor=ACTOR)
+
+    def replay(self) -> None:
+        """Generate a Q2-profile trace for the fleet, replay it in real time, repeat."""
+        signals_to_main_thread()
+        fleet = [
+            SyntheticGpu(uuid, int(power))
+            for uuid, power in GPU.objects.values_list("uuid", "generation__board_power_w")
+        ]
+        path = Path(settings.DATA_DIR) / "demo-trace.csv"
+        round_ = 0
+        while not self.stopping.is_set():
+            start_ms = time.time_ns() // 1_000_000
+            trace = scheduler.synthetic_trace(
+                fleet, start_ms, TRACE_HOURS, step_s=TRACE_STEP_S, seed=self.seed + round_
+            )
+            scheduler.write_trace(trace, path)
+            batch, flushed = [], time.monotonic()
+            for sample in scheduler.ReplaySource(path, speed=1.0):
+                if self.stopping.is_set():
+                    return
+                batch.append(sample)
+                if time.monotonic() - flushed >= TELEMETRY_FLUSH_S:
+                    record_samples(batch)
+                    close_old_connections()
+                    batch, flushed = [], time.monotonic()
+            round_ += 1

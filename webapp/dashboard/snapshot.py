@@ -57,19 +57,19 @@ def nodes() -> list[dict[str, Any]]:
 
 def utilisation(now=None) -> list[dict[str, Any]]:
     """Mean compute and memory-bandwidth utilisation per generation over the window."""
-    since = (now or timezone.now()) - UTILISATION_WINDOW
+    since_ms = int(((now or timezone.now()) - UTILISATION_WINDOW).timestamp() * 1000)
     rows = (
-        TelemetrySample.objects.filter(at__gte=since)
+        TelemetrySample.objects.filter(t_ms__gte=since_ms)
         .values("gpu__generation__catalogue_id")
-        .annotate(util_gpu=Avg("util_gpu"), util_mem_bw=Avg("util_mem_bw"), power_w=Avg("power_w"))
+        .annotate(util=Avg("util_gpu_pct"), mem=Avg("util_mem_pct"), power=Avg("power_mw"))
         .order_by("gpu__generation__catalogue_id")
     )
     return [
         {
             "generation": r["gpu__generation__catalogue_id"],
-            "util_gpu": round(r["util_gpu"], 3),
-            "util_mem_bw": round(r["util_mem_bw"], 3),
-            "power_w": round(r["power_w"], 1),
+            "util_gpu": round(r["util"] / 100, 3),
+            "util_mem_bw": round(r["mem"] / 100, 3),
+            "power_w": round(r["power"] / 1000, 1),
         }
         for r in rows
     ]

@@ -62,7 +62,15 @@ class GPUAdmin(admin.ModelAdmin):
 
 @admin.register(TelemetrySample)
 class TelemetrySampleAdmin(admin.ModelAdmin):
-    list_display = ("at", "gpu", "util_gpu", "util_mem_bw", "power_w", "energy_mj", "temp_c")
+    list_display = (
+        "t_ms",
+        "gpu",
+        "util_gpu_pct",
+        "util_mem_pct",
+        "power_mw",
+        "energy_mj",
+        "temp_c",
+    )
     list_filter = ("gpu__node",)
     search_fields = ("gpu__uuid",)
     readonly_fields = [f.name for f in TelemetrySample._meta.fields]

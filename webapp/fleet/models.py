@@ -133,17 +133,21 @@ class GPU(models.Model):
 
 
 class TelemetrySample(models.Model):
-    """One reading of one GPU (NVML or replayed trace). Compute utilisation is never shown
-    without memory-bandwidth utilisation beside it: utilisation alone is not throughput."""
+    """One reading of one GPU (NVML or a replayed trace), in the scheduler's integer units.
+    Compute utilisation is never shown without memory-bandwidth utilisation beside it:
+    utilisation alone is not throughput."""
 
     gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="samples")
-    at = models.DateTimeField(db_index=True)
-    util_gpu = models.FloatField(help_text="0..1 fraction of time a kernel ran")
-    util_mem_bw = models.FloatField(help_text="0..1 memory-bandwidth utilisation")
-    power_w = models.FloatField()
+    t_ms = models.BigIntegerField(help_text="Unix time, milliseconds")
     energy_mj = models.PositiveBigIntegerField(help_text="total-energy counter, millijoules")
-    temp_c = models.FloatField()
+    power_mw = models.PositiveIntegerField()
+    util_gpu_pct = models.PositiveSmallIntegerField(help_text="share of time a kernel ran")
+    util_mem_pct = models.PositiveSmallIntegerField(help_text="memory-bandwidth utilisation")
+    temp_c = models.SmallIntegerField()
 
     class Meta:
-        ordering = ["-at"]
-        indexes = [models.Index(fields=["gpu", "-at"])]
+        ordering = ["-t_ms"]
+        indexes = [models.Index(fields=["gpu", "t_ms"]), models.Index(fields=["t_ms"])]
+        constraints = [
+            models.UniqueConstraint(fields=["gpu", "t_ms"], name="one_sample_per_gpu_instant")
+        ]

@@ -1,33 +1,64 @@
-"""Bridge between the database and the scheduler: build the plan input from the fleet and
-the queue, apply the plan through the leasing actions, settle leases that have ended."""
+"""Bridge between the database and the scheduler: the plan input from the fleet and the
+queue, the plan applied through the leasing actions, and settlements of leases that ended,
+computed by the scheduler from stored telemetry. No pricing or settlement arithmetic here."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from decimal import Decimal
 from typing import Any
 
+from scheduler import api as scheduler
+from scheduler.settlement import terms_from_price_line
+from webapp.attestation.models import Attestation
 from webapp.fleet.models import GPU, Node, Site
-from webapp.leasing import states
+from webapp.fleet.telemetry import latest_by_gpu, samples_between
+from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
 
+log = logging.getLogger(__name__)
+
 MICRO = Decimal(1_000_000)
+LOADED_UTIL_PCT = 50  # only a reading under load tells what the GPU draws when working
 
 
-def build_plan_input() -> dict[str, Any]:
-    """The fleet and queue in the scheduler's documented input schema (docs/scheduler.md)."""
-    busy = set(GPU.objects.filter(leases__state__in=states.HOLDS_GPUS).values_list("pk", flat=True))
+def _attested_nodes() -> dict[int, Attestation]:
+    """Nodes that may take new work, with the good quote a lease on them relies on: trusted,
+    active, and that quote already on the ledger (which re-checks its age)."""
+    out = {}
+    for node in Node.objects.filter(status=Node.ACTIVE, trust=Node.TRUSTED):
+        good = node.attestations.filter(valid=True).exclude(ledger_tx="").first()
+        if good is not None:
+            out[node.pk] = good
+    return out
+
+
+def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
+    """The fleet and queue in the scheduler's documented schema (docs/scheduler.md)."""
+    attested = _attested_nodes()
+    holding = {
+        lease.pk: lease
+        for lease in Lease.objects.filter(state__in=states.HOLDS_GPUS).prefetch_related("gpus")
+    }
+    busy = {gpu.pk for lease in holding.values() for gpu in lease.gpus.all()}
+    latest = latest_by_gpu()
     gpus = []
-    for gpu in GPU.objects.select_related("node", "generation", "node__site"):
-        gpus.append(
-            {
-                "id": gpu.uuid,
-                "generation": gpu.generation.catalogue_id,
-                "node": gpu.node.name,
-                "site": str(gpu.node.site_id),
-                "free": gpu.pk not in busy,
-                "attested": gpu.node.trust == Node.TRUSTED and gpu.node.status == Node.ACTIVE,
-            }
-        )
+    for gpu in GPU.objects.select_related("node", "generation"):
+        entry: dict[str, Any] = {
+            "id": gpu.uuid,
+            "generation": gpu.generation.catalogue_id,
+            "node": gpu.node.name,
+            "site": str(gpu.node.site_id),
+            "free": gpu.pk not in busy,
+            "attested": gpu.node_id in attested,
+        }
+        sample = latest.get(gpu.uuid)
+        if sample is not None:
+            entry["temp_c"] = sample.temp_c
+            if sample.util_gpu_pct >= LOADED_UTIL_PCT and sample.power_mw > 0:
+                entry["power_w"] = str(Decimal(sample.power_mw) / 1000)
+        gpus.append(entry)
     sites = [
         {
             "id": str(s.pk),
@@ -35,6 +66,11 @@ def build_plan_input() -> dict[str, Any]:
             "tariff_per_kwh": str(Decimal(s.tariff_micro_per_kwh) / MICRO),
         }
         for s in Site.objects.all()
+    ]
+    leases = [
+        {"id": str(pk), "gpus": [g.uuid for g in lease.gpus.all()], "priority": lease.priority}
+        for pk, lease in holding.items()
+        if lease.state in (states.PLACED, states.ACTIVE)
     ]
     jobs = [
         {
@@ -48,4 +84,99 @@ def build_plan_input() -> dict[str, Any]:
         }
         for lease in Lease.objects.filter(state=states.REQUESTED).order_by("created")
     ]
-    return {"gpus": gpus, "sites": sites, "jobs": jobs}
+    return {"sites": sites, "gpus": gpus, "leases": leases, "jobs": jobs}, attested
+
+
+def place_requested(*, actor: str) -> scheduler.Plan:
+    """Plan the queue and apply the plan: preemptions first, then placements; every job
+    left out keeps its request with the scheduler's reason."""
+    data, attested = build_plan_input()
+    plan = scheduler.plan_batch(data)
+    for preemption in plan.preempted:
+        lease = Lease.objects.get(pk=int(preemption.lease))
+        actions.preempt_lease(lease, reason=f"preempted by lease {preemption.by_job}", actor=actor)
+    by_uuid = {
+        g.uuid: g
+        for g in GPU.objects.filter(uuid__in=[uuid for p in plan.placements for uuid in p.gpus])
+    }
+    for placement in plan.placements:
+        lease = Lease.objects.get(pk=int(placement.job))
+        gpus = [by_uuid[uuid] for uuid in placement.gpus]
+        relied = {attested[g.node_id] for g in gpus}
+        price = placement.price.as_dict()
+        actions.place_lease(
+            lease,
+            gpus,
+            price=price,
+            price_total_micro=int(placement.price.total * MICRO),
+            attributed_energy_mj=placement.price.energy_attributed_mj,
+            attestations=sorted(relied, key=lambda a: a.pk),
+            actor=actor,
+        )
+    for unplaced in plan.unplaced:
+        Lease.objects.filter(pk=int(unplaced.job), state=states.REQUESTED).update(
+            reason=f"waiting: {unplaced.reason}"
+        )
+    return plan
+
+
+def settlement_of(lease: Lease) -> actions.SettlementInput:
+    """The lease's settlement from its price lines and the telemetry of its GPUs over the
+    time it ran: measured vs attributed energy, summed over its GPUs, priced once."""
+    from ledger.money import settlement_amount
+
+    end_ms = int(lease.ended.timestamp() * 1000)
+    # a lease preempted before it started drew nothing: an empty interval settles to zero
+    start_ms = int(lease.started.timestamp() * 1000) if lease.started else end_ms
+    gpus = list(lease.gpus.all())
+    lines = lease.price["lines"]
+    terms = [
+        terms_from_price_line(
+            str(lease.ledger_id),
+            line["gpu"],
+            line["generation"],
+            start_ms,
+            Decimal(line["attributed_power_w"]),
+            Decimal(line["tariff_per_kwh"]),
+            Decimal(line["pue"]),
+        )
+        for line in lines
+    ]
+    records = scheduler.settle_lease(
+        terms, samples_between(gpus, start_ms, end_ms), start_ms, end_ms
+    )
+    tariffs = {r.tariff_micro_per_kwh for r in records}
+    if len(tariffs) != 1:  # the scheduler keeps a lease on one site, so one tariff
+        raise actions.LeaseError(f"lease {lease.pk} spans tariffs {sorted(tariffs)}")
+    tariff = tariffs.pop()
+    measured = sum(r.measured_mj for r in records)
+    attributed = sum(r.attributed_mj for r in records)
+    digest = hashlib.sha256(
+        "".join(f"{r.gpu}:{r.telemetry_sha256}\n" for r in records).encode()
+    ).hexdigest()
+    return actions.SettlementInput(
+        generation=records[0].generation,
+        attributed_energy_mj=attributed,
+        measured_energy_mj=measured,
+        tariff_micro_per_kwh=tariff,
+        amount_micro=settlement_amount(measured, attributed, tariff),
+        telemetry_digest=digest,
+    )
+
+
+def settle_closed(*, actor: str) -> int:
+    """Settle every lease that stopped drawing energy (ended, preempted, failed while
+    running). Returns how many were settled."""
+    done = 0
+    closing = Lease.objects.filter(
+        state__in=(states.ENDING, states.PREEMPTED, states.FAILED),
+        started__isnull=False,
+        ended__isnull=False,
+    )
+    for lease in closing:
+        try:
+            actions.settle_lease(lease, [settlement_of(lease)], actor=actor)
+            done += 1
+        except Exception:
+            log.exception("could not settle lease %s", lease.pk)
+    return done

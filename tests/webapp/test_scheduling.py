@@ -1,0 +1,85 @@
+"""The scheduler applied to the database: placement with prices on attested GPUs only,
+preemption of lower priority, and settlement from stored telemetry."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from ledger.money import settlement_amount
+from scheduler.telemetry.sample import TelemetrySample as Sample
+from webapp.fleet.models import Node
+from webapp.fleet.telemetry import record_samples
+from webapp.leasing import actions, states
+from webapp.leasing.models import Lease
+from webapp.leasing.scheduling import build_plan_input, place_requested, settlement_of
+
+ACTOR = "test"
+
+
+def request(tenant, gpus=2, priority=0, precision="FP16") -> Lease:
+    return actions.request_lease(
+        tenant,
+        gpu_count=gpus,
+        precision=precision,
+        hours=Decimal("2"),
+        priority=priority,
+        actor=ACTOR,
+    )
+
+
+def test_requests_are_placed_and_priced_on_attested_gpus(fleet, tenant, attested_node):
+    lease = request(tenant)
+    plan = place_requested(actor=ACTOR)
+    assert [p.job for p in plan.placements] == [str(lease.pk)]
+    lease.refresh_from_db()
+    assert lease.state == states.PLACED
+    assert lease.price["precision"] == "FP16" and len(lease.price["lines"]) == 2
+    assert lease.price_total_micro == int(Decimal(lease.price["total"]) * 1_000_000) > 0
+    assert list(lease.attestations.all()) == [attested_node]
+
+
+def test_unattested_gpus_are_never_placed(fleet, tenant):
+    Node.objects.filter(pk=fleet.node.pk).update(trust=Node.FAILED)
+    lease = request(tenant)
+    plan = place_requested(actor=ACTOR)
+    assert not plan.placements
+    lease.refresh_from_db()
+    assert lease.state == states.REQUESTED and lease.reason.startswith("waiting:")
+    data, _ = build_plan_input()
+    assert not any(g["attested"] for g in data["gpus"])
+
+
+def test_higher_priority_preempts_and_the_preempted_lease_is_kept(fleet, tenant, attested_node):
+    low = request(tenant, gpus=4, priority=0)
+    place_requested(actor=ACTOR)
+    high = request(tenant, gpus=4, priority=5)
+    plan = place_requested(actor=ACTOR)
+    assert [p.lease for p in plan.preempted] == [str(low.pk)]
+    assert Lease.objects.get(pk=low.pk).state == states.PREEMPTED
+    assert Lease.objects.get(pk=high.pk).state == states.PLACED
+
+
+def test_settlement_compares_measured_telemetry_with_the_priced_power(fleet, tenant, attested_node):
+    lease = request(tenant)
+    place_requested(actor=ACTOR)
+    lease = actions.activate_lease(Lease.objects.get(pk=lease.pk), actor=ACTOR)
+    start_ms = int(lease.started.timestamp() * 1000)
+    gpus = list(lease.gpus.all())
+    # every GPU draws 500 W for 60 s, one sample per second
+    record_samples(
+        Sample(g.uuid, start_ms + t * 1000, 10**9 + t * 500_000, 500_000, 90, 60, 70)
+        for g in gpus
+        for t in range(61)
+    )
+    lease.ended = datetime.fromtimestamp((start_ms + 60_000) / 1000, tz=UTC)
+    lease.save()
+    settlement = settlement_of(lease)
+    assert settlement.measured_energy_mj == 2 * 60 * 500_000
+    powers = [Decimal(line["attributed_power_w"]) for line in lease.price["lines"]]
+    assert settlement.attributed_energy_mj == sum(int(p * 1000) * 60 for p in powers)
+    assert settlement.amount_micro == settlement_amount(
+        settlement.measured_energy_mj,
+        settlement.attributed_energy_mj,
+        settlement.tariff_micro_per_kwh,
+    )
