@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ EK_CERT_NV_ECC = 0x01C0000A
 NV_CHUNK_BYTES = 512  # below every TPM's TPM2_PT_NV_BUFFER_MAX
 MAX_EK_CERT_BYTES = 4096
 DEFAULT_SELECTION = "sha256:0,2,7"
+CONNECT_ATTEMPTS = 4
+CONNECT_RETRY_S = 0.25  # backoff step between connection attempts
 PCR_COUNT = 24
 MAX_EVENT_BYTES = 1024  # TPM2B_EVENT's limit
 PCR_READ_MAX_DIGESTS = 8  # TPM2_PCR_Read returns at most 8 digests per call
@@ -57,7 +60,12 @@ AK_ATTRS = (
     | TPMA_OBJECT.SENSITIVEDATAORIGIN
     | TPMA_OBJECT.USERWITHAUTH
 )
-AK_TEMPLATES = {AK_ECC: "ecc256:ecdsa-sha256:null", AK_RSA: "rsa2048:rsassa-sha256:null"}
+AK_RSA_PSS = "rsa-pss"
+AK_TEMPLATES = {
+    AK_ECC: "ecc256:ecdsa-sha256:null",
+    AK_RSA: "rsa2048:rsassa-sha256:null",
+    AK_RSA_PSS: "rsa2048:rsapss-sha256:null",
+}
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,19 @@ class QuoteEvidence:
     pcr_values: PcrValues
 
 
+def _connect(tcti: str) -> ESAPI:
+    """Open the TPM. A TCP TPM (swtpm) serves one client at a time and may still be closing
+    the previous connection on a loaded host, so a failed connect is retried briefly."""
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            return ESAPI(tcti)
+        except TSS2_Exception:
+            if attempt == CONNECT_ATTEMPTS:
+                raise
+            time.sleep(CONNECT_RETRY_S * attempt)
+    raise AssertionError("unreachable")
+
+
 class Agent:
     """One TPM, chosen by TCTI (`swtpm:host=127.0.0.1,port=N`, `device:/dev/tpmrm0`)."""
 
@@ -99,7 +120,7 @@ class Agent:
         if ek_type not in (AK_RSA, AK_ECC):
             raise ValueError(f"ek_type must be 'rsa' or 'ecc', not {ek_type!r}")
         self.ek_type = ek_type
-        self.esapi = ESAPI(tcti)
+        self.esapi = _connect(tcti)
 
     def close(self) -> None:
         self.esapi.close()
