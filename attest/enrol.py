@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from attest import tpm_constants as C
@@ -157,15 +157,18 @@ def check_ek(
     reasons: list[Reason] = []
     if not ek.has_attributes(EK_REQUIRED_ATTRS) or ek.has_attributes(C.ATTR_SIGN):
         reasons.append(Reason("ek_not_endorsement_key", f"EK attributes {ek.attributes:#010x}"))
+    elif ek.sym_alg != C.ALG_AES:
+        reasons.append(Reason("ek_not_endorsement_key", "EK has no AES storage symmetric key"))
     if ek_certificate is None:
         return ek, [*reasons, Reason("ek_cert_missing", "no EK certificate to check the EK")]
     try:
         cert = load_certificate(ek_certificate)
-    except EnrolmentError as exc:
-        return ek, [*reasons, Reason("ek_cert_malformed", str(exc))]
-    if not _same_key(cert, ek):
-        reasons.append(Reason("ek_cert_key_mismatch", "EK certificate is for another key"))
-    return ek, reasons + check_ek_chain(cert, roots, intermediates, now)
+        # x509 parses lazily: a malformed key, name or date surfaces only when touched
+        if not _same_key(cert, ek):
+            reasons.append(Reason("ek_cert_key_mismatch", "EK certificate is for another key"))
+        return ek, reasons + check_ek_chain(cert, roots, intermediates, now)
+    except (EnrolmentError, ValueError, UnsupportedAlgorithm) as exc:
+        return ek, [*reasons, Reason("ek_cert_malformed", f"EK certificate: {exc}")]
 
 
 def start_enrolment(
@@ -195,7 +198,11 @@ def start_enrolment(
         return None, result
     result.ek_name = ek.name()
     expected = os.urandom(CREDENTIAL_BYTES)
-    blob, secret = make_credential(ek, result.ak_name, expected)
+    try:
+        blob, secret = make_credential(ek, result.ak_name, expected)
+    except (EnrolmentError, ValueError) as exc:
+        result.reasons.append(Reason("ek_not_endorsement_key", f"cannot wrap a credential: {exc}"))
+        return None, result
     return EnrolmentChallenge(
         ak_public, result.ak_name, result.ek_name, blob, secret, expected
     ), result

@@ -25,6 +25,7 @@ STOP_TIMEOUT_S = 5.0
 SETUP_TIMEOUT_S = 120.0
 PORT_RANGE = (20000, 60000)  # where free port pairs are searched
 POLL_INTERVAL_S = 0.02
+PORT_ATTEMPTS = 3
 # TPM2_Shutdown(TPM_SU_CLEAR): tag NO_SESSIONS, size 12, command code 0x145, type 0.
 TPM2_SHUTDOWN_CLEAR = bytes.fromhex("80010000000c000001450000")
 TPM_RESPONSE_HEADER_BYTES = 10
@@ -148,10 +149,24 @@ class Swtpm:
         return Path(self.state_dir) / "swtpm.log"
 
     def start(self) -> Swtpm:
-        binary = require(SWTPM_BIN)
+        """Start on `port` (fixed), or on a free pair; a pair taken by another process between
+        the check and swtpm's bind is retried with a new pair."""
         if self.process is not None:
             return self
-        self.port = self.port or free_port_pair()
+        if self.port:
+            return self._start_on(self.port)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                return self._start_on(free_port_pair())
+            except SwtpmError:
+                self.port = 0
+                if attempt == PORT_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_on(self, port: int) -> Swtpm:
+        binary = require(SWTPM_BIN)
+        self.port = port
         cmd = [binary, "socket", "--tpm2", "--tpmstate", f"dir={self.state_dir}"]
         cmd += ["--server", f"type=tcp,port={self.port},bindaddr={self.host}"]
         cmd += ["--ctrl", f"type=tcp,port={self.port + 1},bindaddr={self.host}"]
@@ -167,7 +182,9 @@ class Swtpm:
             if self.process.poll() is not None:
                 err = self.process.stderr.read().decode() if self.process.stderr else ""
                 self.process = None
-                raise SwtpmError(f"swtpm exited at start: {err.strip()}")
+                raise SwtpmError(
+                    f"swtpm exited at start (port {self.port}): {err.strip()} {self._log_tail()}"
+                )
             try:
                 with socket.create_connection((self.host, self.port + 1), timeout=0.5):
                     return
@@ -175,6 +192,12 @@ class Swtpm:
                 time.sleep(POLL_INTERVAL_S)
         self.stop()
         raise SwtpmError(f"swtpm did not listen on port {self.port + 1} in {START_TIMEOUT_S} s")
+
+    def _log_tail(self, max_chars: int = 500) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")[-max_chars:].strip()
+        except OSError:
+            return ""
 
     def _orderly_shutdown(self) -> None:
         """Send TPM2_Shutdown(CLEAR) first: without it the next start reports the clock as

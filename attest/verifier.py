@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from attest import tpm_constants as C
-from attest.errors import MalformedEvidence
+from attest.errors import MalformedEvidence, PolicyError
 from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
 from attest.public import PublicArea, parse_public
@@ -222,14 +222,21 @@ def verify_quote(
     signature: bytes,
     pcr_values: PcrValues,
     nonce: bytes,
-    policy: PcrPolicy | None = None,
+    policy: PcrPolicy | dict | None = None,
     previous_clock: ClockInfo | dict | None = None,
 ) -> Verdict:
     """Verify a TPM2_Quote. Never raises on bad evidence: every failure is a reason.
 
-    `previous_clock` may also be the dict `ClockInfo.to_dict()` made (as the ledger stores it).
+    `policy` and `previous_clock` may also be given in their JSON forms (`PcrPolicy.to_json()`,
+    `ClockInfo.to_dict()`), as the ledger stores them.
     """
     v = Verdict()
+    if policy is not None and not isinstance(policy, PcrPolicy):
+        try:
+            policy = PcrPolicy.from_json(policy)
+        except PolicyError as exc:
+            v.add("policy_invalid", f"PCR policy: {exc}")
+            return v
     if previous_clock is not None and not isinstance(previous_clock, ClockInfo):
         try:
             previous_clock = ClockInfo.from_dict(previous_clock)

@@ -3,6 +3,14 @@ modules never import this package, so the chaincode does not need tpm2-pytss."""
 
 from __future__ import annotations
 
-from attest.agent.tpm import AK_ECC, AK_RSA, Agent, AkKey, EnrolmentRequest, QuoteEvidence
+from attest.agent.tpm import (
+    AK_ECC,
+    AK_RSA,
+    AK_RSA_PSS,
+    Agent,
+    AkKey,
+    EnrolmentRequest,
+    QuoteEvidence,
+)
 
-__all__ = ["AK_ECC", "AK_RSA", "Agent", "AkKey", "EnrolmentRequest", "QuoteEvidence"]
+__all__ = ["AK_ECC", "AK_RSA", "AK_RSA_PSS", "Agent", "AkKey", "EnrolmentRequest", "QuoteEvidence"]

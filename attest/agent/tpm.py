@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -35,7 +36,9 @@ from tpm2_pytss import (
 )
 from tpm2_pytss.utils import NVReadEK, create_ek_template
 
+from attest import tpm_constants as C
 from attest.pcrfile import PcrValues
+from attest.structs import parse_attest
 
 EK_HANDLE_RSA = 0x81010001  # TCG EK Credential Profile: persistent RSA-2048 EK
 EK_CERT_NV_RSA = 0x01C00002
@@ -43,6 +46,9 @@ EK_CERT_NV_ECC = 0x01C0000A
 NV_CHUNK_BYTES = 512  # below every TPM's TPM2_PT_NV_BUFFER_MAX
 MAX_EK_CERT_BYTES = 4096
 DEFAULT_SELECTION = "sha256:0,2,7"
+QUOTE_ATTEMPTS = 3  # retakes when a PCR changes between the quote and the PCR read
+CONNECT_ATTEMPTS = 4
+CONNECT_RETRY_S = 0.25  # backoff step between connection attempts
 PCR_COUNT = 24
 MAX_EVENT_BYTES = 1024  # TPM2B_EVENT's limit
 PCR_READ_MAX_DIGESTS = 8  # TPM2_PCR_Read returns at most 8 digests per call
@@ -57,7 +63,12 @@ AK_ATTRS = (
     | TPMA_OBJECT.SENSITIVEDATAORIGIN
     | TPMA_OBJECT.USERWITHAUTH
 )
-AK_TEMPLATES = {AK_ECC: "ecc256:ecdsa-sha256:null", AK_RSA: "rsa2048:rsassa-sha256:null"}
+AK_RSA_PSS = "rsa-pss"
+AK_TEMPLATES = {
+    AK_ECC: "ecc256:ecdsa-sha256:null",
+    AK_RSA: "rsa2048:rsassa-sha256:null",
+    AK_RSA_PSS: "rsa2048:rsapss-sha256:null",
+}
 
 
 @dataclass(frozen=True)
@@ -92,6 +103,25 @@ class QuoteEvidence:
     pcr_values: PcrValues
 
 
+def _digest_matches(attest: bytes, hash_alg: int, values: PcrValues) -> bool:
+    att = parse_attest(attest)
+    parts = [values[C.HASH_NAMES[alg]][p] for alg, pcrs in att.pcr_select for p in sorted(pcrs)]
+    return C.hash_bytes(hash_alg, b"".join(parts)) == att.pcr_digest
+
+
+def _connect(tcti: str) -> ESAPI:
+    """Open the TPM. A TCP TPM (swtpm) serves one client at a time and may still be closing
+    the previous connection on a loaded host, so a failed connect is retried briefly."""
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            return ESAPI(tcti)
+        except TSS2_Exception:
+            if attempt == CONNECT_ATTEMPTS:
+                raise
+            time.sleep(CONNECT_RETRY_S * attempt)
+    raise AssertionError("unreachable")
+
+
 class Agent:
     """One TPM, chosen by TCTI (`swtpm:host=127.0.0.1,port=N`, `device:/dev/tpmrm0`)."""
 
@@ -99,7 +129,7 @@ class Agent:
         if ek_type not in (AK_RSA, AK_ECC):
             raise ValueError(f"ek_type must be 'rsa' or 'ecc', not {ek_type!r}")
         self.ek_type = ek_type
-        self.esapi = ESAPI(tcti)
+        self.esapi = _connect(tcti)
 
     def close(self) -> None:
         self.esapi.close()
@@ -222,11 +252,16 @@ class Agent:
         return out
 
     def quote(self, ak: AkKey, nonce: bytes, selection: str = DEFAULT_SELECTION) -> QuoteEvidence:
-        """TPM2_Quote over `selection` with `nonce` as qualifying data, plus the PCR values
-        (read right after; a PCR extended in between makes the digest check fail, loudly)."""
+        """TPM2_Quote over `selection` with `nonce` as qualifying data, plus the PCR values.
+
+        The values are read after the quote; if a PCR was extended in between they no longer
+        hash to the quoted digest, so the quote is retaken (the verifier would reject it)."""
         with self.ek() as ek, self._loaded_ak(ak, ek) as handle:
-            attest, signature = self.esapi.quote(handle, selection, nonce)
-        values = self.read_pcrs(selection)
+            for _ in range(QUOTE_ATTEMPTS):
+                attest, signature = self.esapi.quote(handle, selection, nonce)
+                values = self.read_pcrs(selection)
+                if _digest_matches(bytes(attest), signature.signature.any.hashAlg, values):
+                    break
         return QuoteEvidence(bytes(attest), signature.marshal(), values)
 
     def extend_pcr(self, pcr: int, data: bytes) -> None:

@@ -130,6 +130,19 @@ def test_policy_with_golden_values(capsys, evidence, tmp_path) -> None:
 
 
 @pytest.mark.swtpm
+def test_previous_clock_from_the_future_exits_1(capsys, evidence) -> None:
+    d, nonce = evidence
+    code, verdict, _ = run(capsys, d, nonce)
+    ahead = {**verdict["clock"], "clock": verdict["clock"]["clock"] + 10**9}
+    code, verdict, _ = run(capsys, d, nonce, "--previous-clock", json.dumps(ahead))
+    assert code == 1
+    assert [r["code"] for r in verdict["reasons"] if r["severity"] == "error"] == [
+        "clock_went_backwards"
+    ]
+    assert run(capsys, d, nonce, "--previous-clock", "{not json")[0] == 2
+
+
+@pytest.mark.swtpm
 def test_wrong_nonce_exits_1(capsys, evidence) -> None:
     d, _ = evidence
     code, verdict, _ = run(capsys, d, os.urandom(20).hex())

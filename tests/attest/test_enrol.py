@@ -150,3 +150,18 @@ def test_kdfa_matches_tpm2_pytss() -> None:
         assert kdfa(C.ALG_SHA256, key, b"STORAGE", u, v, bits) == _kdfa(
             C.ALG_SHA256, key, b"STORAGE", u, v, bits
         )
+
+
+def test_swtpm_on_a_busy_port_fails_with_a_clear_error(tmp_path, local_ca) -> None:
+    import socket
+
+    from attest.swtpm import Swtpm, SwtpmError, provision_tpm_state
+
+    provision_tpm_state(tmp_path / "state", local_ca)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(SwtpmError, match="exited at start"):
+            Swtpm(tmp_path / "state", port=busy.getsockname()[1]).start()
+    with Swtpm(tmp_path / "state") as tpm, Agent(tpm.tcti) as agent:  # a free pair is found
+        assert agent.ek_certificate() is not None

@@ -187,3 +187,13 @@ def test_non_bytes_evidence_is_malformed_not_allocated(bad) -> None:
     ]
     assert verify_quote(AK, bad, SIG, {"sha256": VALUES}, NONCE).codes() == ["quote_malformed"]
     assert verify_quote(AK, QUOTE, SIG, {"sha256": VALUES}, bad).codes() == ["nonce_invalid"]
+
+
+def test_policy_and_clock_in_their_json_forms_are_accepted() -> None:
+    policy = {"pcrs": {"sha256": {"0": VALUES[0].hex(), "2": None, "7": VALUES[7].hex()}}}
+    verdict = verify_quote(AK, QUOTE, SIG, {"sha256": VALUES}, NONCE, policy=policy)
+    assert verdict.valid and verdict.reasons == []
+    bad = {"pcrs": {"sha256": {"7": "00"}}}
+    assert verify_quote(AK, QUOTE, SIG, {"sha256": VALUES}, NONCE, policy=bad).codes() == [
+        "policy_invalid"
+    ]

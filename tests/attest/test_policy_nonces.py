@@ -77,3 +77,16 @@ def test_expired_nonces_are_purged_on_issue() -> None:
     clock.now += NONCE_TTL_S + 1
     reg.issue("node-1")
     assert reg.consume(old, "node-1").code == "nonce_unknown"
+
+
+def test_verifier_side_never_imports_tpm2_pytss() -> None:
+    """The chaincode imports the verifier on peers that have no TPM stack."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, attest.verifier, attest.enrol, attest.nonces, attest.policy, "
+        "attest.pcrfile, attest.credential, attest.cli; "
+        "sys.exit('tpm2_pytss' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

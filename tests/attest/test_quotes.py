@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives import serialization
 from tpm2_pytss import TPM2B_PUBLIC
 
 from attest import tpm_constants as C
-from attest.agent import AK_ECC, AK_RSA, Agent, AkKey, QuoteEvidence
+from attest.agent import AK_ECC, AK_RSA, AK_RSA_PSS, Agent, AkKey, QuoteEvidence
 from attest.public import parse_public
 from attest.structs import parse_attest
 from attest.verifier import ClockInfo, PcrPolicy, verify_quote
@@ -27,6 +27,12 @@ def ecc_ak(node) -> AkKey:
 def rsa_ak(node) -> AkKey:
     with Agent(node.tcti) as agent:
         return agent.create_ak(AK_RSA)
+
+
+@pytest.fixture(scope="session")
+def rsa_pss_ak(node) -> AkKey:
+    with Agent(node.tcti) as agent:
+        return agent.create_ak(AK_RSA_PSS)
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +63,7 @@ def errors(verdict) -> list[str]:
 
 # -- genuine ------------------------------------------------------------------------------
 @pytest.mark.swtpm
-@pytest.mark.parametrize("ak_name", ["ecc_ak", "rsa_ak"])
+@pytest.mark.parametrize("ak_name", ["ecc_ak", "rsa_ak", "rsa_pss_ak"])
 def test_genuine_quote_verifies(request, node, ak_name: str, nonce: bytes) -> None:
     ak = request.getfixturevalue(ak_name)
     ev = quote(node, ak, nonce)
