@@ -88,6 +88,42 @@ def cmd_quote(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     }
 
 
+def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+    """Enrol with the server (once; the AK is kept in --state), then answer a challenge every
+    --interval seconds, for --rounds rounds or until SIGTERM/SIGINT."""
+    import signal
+    import threading
+
+    from attest.agent.http import AgentApi, AgentApiError, attest_once, load_or_enrol
+    from attest.cli import UsageError
+
+    token = os.environ.get("WATTLEASE_NODE_CREDENTIAL", "")
+    if not token:
+        raise UsageError("set WATTLEASE_NODE_CREDENTIAL to the node credential (wn_...)")
+    api, stop = AgentApi(args.server, token), threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    verdicts = {"valid": 0, "invalid": 0, "errors": 0}
+    try:
+        with _agent(args) as agent:
+            ak = load_or_enrol(agent, api, Path(args.state), args.alg)
+            rounds = 0
+            while not stop.is_set() and (args.rounds == 0 or rounds < args.rounds):
+                try:
+                    verdict = attest_once(agent, api, ak)
+                    verdicts["valid" if verdict.get("valid") else "invalid"] += 1
+                    print(json.dumps(verdict), flush=True)
+                except (AgentApiError, OSError) as exc:
+                    verdicts["errors"] += 1
+                    print(json.dumps({"error": str(exc)}), flush=True)
+                rounds += 1
+                if args.rounds == 0 or rounds < args.rounds:
+                    stop.wait(args.interval)
+    except AgentApiError as exc:
+        raise UsageError(f"enrolment refused: {exc}") from None
+    return (0 if verdicts["valid"] and not verdicts["invalid"] else 1), verdicts
+
+
 def add_agent_parser(sub: argparse._SubParsersAction) -> None:
     agent = sub.add_parser("agent", help="TPM side: enrol, activate, quote (JSON output)")
     agent.add_argument("--tcti", default=DEFAULT_TCTI, help="e.g. swtpm:host=127.0.0.1,port=2321")
@@ -105,3 +141,9 @@ def add_agent_parser(sub: argparse._SubParsersAction) -> None:
     quote.add_argument("--nonce", required=True, help="hex")
     quote.add_argument("--pcrs", default="sha256:0,2,7")
     quote.set_defaults(func=_tpm_errors(cmd_quote))
+    run = cmds.add_parser("run", help="enrol with a Wattlease server, then answer challenges")
+    run.add_argument("--server", required=True, help="e.g. https://wattlease.example")
+    run.add_argument("--interval", type=float, default=60.0, help="seconds between quotes")
+    run.add_argument("--rounds", type=int, default=0, help="stop after N quotes (0: never)")
+    run.add_argument("--alg", choices=["ecc", "rsa"], default="ecc")
+    run.set_defaults(func=_tpm_errors(cmd_run))

@@ -4,6 +4,9 @@ Enrolment, quotes, and every refusal recorded with its reason."""
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 from datetime import timedelta
 
 import pytest
@@ -186,3 +189,33 @@ def test_nodes_without_a_fresh_good_quote_go_stale(fleet):
     node.save()
     assert service.mark_stale() == 1
     assert Node.objects.get(pk=node.pk).trust == Node.STALE
+
+
+def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, tmp_path):
+    env = {**os.environ, "WATTLEASE_NODE_CREDENTIAL": api.token}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attest",
+            "agent",
+            "--tcti",
+            tpm.tcti,
+            "--state",
+            str(tmp_path / "agent.json"),
+            "run",
+            "--server",
+            api.server,
+            "--interval",
+            "0.2",
+            "--rounds",
+            "2",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert Attestation.objects.filter(node=fleet.node, valid=True).count() == 2
+    assert Node.objects.get(pk=fleet.node.pk).trust == Node.TRUSTED

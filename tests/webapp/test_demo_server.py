@@ -81,7 +81,7 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
     assert "operator console" in output and "tenant API key" in output
     assert "Traceback" not in output
     leftover = subprocess.run(
-        ["pgrep", "-f", f"swtpm socket.*{log.name.rsplit('/', 2)[0]}"],
+        ["pgrep", "-f", f"swtpm socket.*{log.name.rsplit('/', 1)[0]}"],
         capture_output=True,
         text=True,
     )
