@@ -53,8 +53,10 @@ class TransactionInvalid(LedgerError):
     """The transaction was ordered but marked invalid at commit (e.g. MVCC_READ_CONFLICT)."""
 
     def __init__(self, receipt: Receipt) -> None:
-        super().__init__(f"transaction {receipt.tx_id} invalid: {receipt.validation_code}"
-                         + (f" ({receipt.message})" if receipt.message else ""))
+        super().__init__(
+            f"transaction {receipt.tx_id} invalid: {receipt.validation_code}"
+            + (f" ({receipt.message})" if receipt.message else "")
+        )
         self.receipt = receipt
 
 
