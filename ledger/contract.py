@@ -1,0 +1,431 @@
+"""The Wattlease contract: nodes, attestations, leases and settlements.
+
+Written once against fabric-chaincode-python's contract API and the shim stub only, so it runs
+unchanged on the embedded engine and as chaincode-as-a-service on a Fabric peer. Every
+function takes one JSON-object string and returns canonical JSON. Deterministic: the only
+clock is the proposal timestamp, there is no randomness and money is integers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabric_chaincode_python.fabric_contract_api import (
+    Contract,
+    ContractChaincode,
+    TransactionContext,
+)
+
+from ledger import attestation, money
+from ledger import contract_args as args
+from ledger.contract_state import (
+    ATTESTATION,
+    CLOCK,
+    GPU,
+    GPU_LEASE,
+    LEASE,
+    NODE,
+    NODE_LEASE,
+    NONCE,
+    NS_PER_S,
+    SEQ_DIGITS,
+    SETTLEMENT,
+    TENANT_LEASE,
+    ContractError,
+    creator_msp,
+    dumps,
+    get_json,
+    history,
+    index_ids,
+    put_json,
+    range_values,
+    tx_time_ns,
+)
+
+CONTRACT_NAME = "wattlease"
+ACTIVE, ENDED = "ACTIVE", "ENDED"
+NONCE_MIN_BYTES, NONCE_MAX_BYTES = 8, 64
+HISTORY_KEY_PREFIXES = (NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, LEASE)
+QUERIES = [
+    "GetNode",
+    "GetLease",
+    "GetAttestation",
+    "LeasesByTenant",
+    "LeasesByNode",
+    "GetSettlements",
+    "GetHistory",
+]
+
+
+def _out(value: Any) -> str:
+    return dumps(value).decode()
+
+
+def _require_org(ctx: TransactionContext, org: str, what: str) -> None:
+    caller = creator_msp(ctx)
+    if caller != org:
+        raise ContractError(f"{what} belongs to {org}; the caller is {caller or '(none)'}")
+
+
+class WattleaseContract(Contract):
+    Name = CONTRACT_NAME
+
+    def get_evaluate_transactions(self) -> list[str]:
+        return list(QUERIES)
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    async def RegisterNode(self, ctx: TransactionContext, request: str) -> str:
+        """{node_id, org, ak_public (b64 TPM2B_PUBLIC), gpus: [{uuid, generation}],
+        pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s}}"""
+        req = args.load_object(request)
+        node_id, org = args.identifier(req, "node_id"), args.identifier(req, "org")
+        args.b64bytes(req, "ak_public")  # stored as given; parsed by the verifier per quote
+        gpus, policy = args.gpu_inventory(req), args.pcr_policy(req)
+        _require_org(ctx, org, f"node {node_id}")
+        stub = ctx.get_stub()
+        node = await get_json(stub, NODE + node_id)
+        epoch = 0
+        if node is not None:
+            if not node["revoked"]:
+                raise ContractError(f"node {node_id} is already registered; revoke its AK first")
+            if sorted(g["uuid"] for g in node["gpus"]) != sorted(g["uuid"] for g in gpus):
+                raise ContractError(f"node {node_id} must be re-registered with the same GPUs")
+            epoch = node["ak_epoch"] + 1
+        for gpu in gpus:
+            owner = await get_json(stub, GPU + gpu["uuid"])
+            if owner is not None and owner["node_id"] != node_id:
+                raise ContractError(f"GPU {gpu['uuid']} is registered to node {owner['node_id']}")
+            await put_json(stub, GPU + gpu["uuid"], {"node_id": node_id, **gpu})
+        record = {
+            "node_id": node_id,
+            "org": org,
+            "ak_public": req["ak_public"],
+            "ak_epoch": epoch,
+            "gpus": gpus,
+            "pcr_policy": policy,
+            "revoked": False,
+            "registered_tx": stub.get_txid(),
+            "registered_ns": tx_time_ns(stub),
+        }
+        await put_json(stub, NODE + node_id, record)
+        await stub.delete_state(CLOCK + node_id)  # a new AK starts a new clock baseline
+        stub.set_event("NodeRegistered", dumps({"node_id": node_id, "ak_epoch": epoch}))
+        return _out(record)
+
+    async def RevokeAK(self, ctx: TransactionContext, request: str) -> str:
+        """{node_id, reason}"""
+        req = args.load_object(request)
+        node_id = args.identifier(req, "node_id")
+        reason = req.get("reason", "")
+        if not isinstance(reason, str) or len(reason) > args.MAX_TEXT_LEN:
+            raise args.ArgumentError(f"reason: must be a string of <= {args.MAX_TEXT_LEN} chars")
+        stub = ctx.get_stub()
+        node = await self._node(stub, node_id)
+        _require_org(ctx, node["org"], f"node {node_id}")
+        if node["revoked"]:
+            raise ContractError(f"the AK of node {node_id} is already revoked")
+        node.update(revoked=True, revoked_tx=stub.get_txid(), revoked_reason=reason)
+        await put_json(stub, NODE + node_id, node)
+        stub.set_event("AKRevoked", dumps({"node_id": node_id, "ak_epoch": node["ak_epoch"]}))
+        return _out(node)
+
+    # -- attestations --------------------------------------------------------------------
+
+    async def RecordAttestation(self, ctx: TransactionContext, request: str) -> str:
+        """{node_id, quote (b64 TPMS_ATTEST), signature (b64 TPMT_SIGNATURE),
+        pcr_values: {sha256: {index: hex}}, nonce (hex)}. The verdict is recomputed here
+        against the AK on the ledger; a failing verdict is recorded too (as evidence)."""
+        req = args.load_object(request)
+        node_id = args.identifier(req, "node_id")
+        quote, signature = args.b64bytes(req, "quote"), args.b64bytes(req, "signature")
+        pcrs = args.pcr_values(req)
+        nonce = args.hexbytes(req, "nonce", NONCE_MIN_BYTES, NONCE_MAX_BYTES)
+        stub = ctx.get_stub()
+        node = await self._node(stub, node_id)
+        _require_org(ctx, node["org"], f"node {node_id}")
+        if node["revoked"]:
+            raise ContractError(f"the AK of node {node_id} is revoked")
+        seen = await get_json(stub, NONCE + nonce.hex())
+        if seen is not None:
+            raise ContractError(f"nonce {nonce.hex()} was already used by attestation {seen}")
+        previous = await get_json(stub, CLOCK + node_id)
+        verdict = attestation.verify(
+            args.b64bytes(node, "ak_public"),
+            quote,
+            signature,
+            pcrs,
+            nonce,
+            node["pcr_policy"],
+            previous,
+        )
+        att_id = stub.get_txid()
+        record = {
+            "attestation_id": att_id,
+            "node_id": node_id,
+            "ak_epoch": node["ak_epoch"],
+            "nonce": nonce.hex(),
+            "timestamp_ns": tx_time_ns(stub),
+            "valid": verdict["valid"],
+            "verdict": verdict,
+        }
+        await put_json(stub, ATTESTATION + att_id, record)
+        await put_json(stub, NONCE + nonce.hex(), att_id)
+        if verdict["valid"] and verdict.get("clock"):
+            await put_json(stub, CLOCK + node_id, verdict["clock"])
+        stub.set_event(
+            "AttestationRecorded",
+            dumps({"attestation_id": att_id, "node_id": node_id, "valid": verdict["valid"]}),
+        )
+        return _out(record)
+
+    # -- leases --------------------------------------------------------------------------
+
+    async def CreateLease(self, ctx: TransactionContext, request: str) -> str:
+        """{lease_id, tenant, gpus: [uuid], price_terms: {name: int|str}, attestation_ids}"""
+        req = args.load_object(request)
+        lease_id, tenant = args.identifier(req, "lease_id"), args.identifier(req, "tenant")
+        gpu_ids, terms = args.id_list(req, "gpus"), args.price_terms(req)
+        att_ids = args.id_list(req, "attestation_ids")
+        stub = ctx.get_stub()
+        if await stub.get_state(LEASE + lease_id):
+            raise ContractError(f"lease {lease_id} already exists")
+        now = tx_time_ns(stub)
+        gpus = await self._claimable(stub, gpu_ids, att_ids, now)
+        lease = {
+            "lease_id": lease_id,
+            "tenant": tenant,
+            "org": creator_msp(ctx),
+            "gpus": gpus,
+            "price_terms": terms,
+            "attestation_ids": att_ids,
+            "status": ACTIVE,
+            "created_tx": stub.get_txid(),
+            "created_ns": now,
+            "migrations": [],
+        }
+        await self._claim(stub, lease_id, gpus)
+        await put_json(stub, LEASE + lease_id, lease)
+        await stub.put_state(stub.create_composite_key(TENANT_LEASE, [tenant, lease_id]), b"\x00")
+        stub.set_event("LeaseCreated", dumps({"lease_id": lease_id, "tenant": tenant}))
+        return _out(lease)
+
+    async def EndLease(self, ctx: TransactionContext, request: str) -> str:
+        """{lease_id}"""
+        req = args.load_object(request)
+        stub = ctx.get_stub()
+        lease = await self._active_lease(ctx, args.identifier(req, "lease_id"))
+        for gpu in lease["gpus"]:
+            await stub.delete_state(GPU_LEASE + gpu["uuid"])
+        lease.update(status=ENDED, ended_tx=stub.get_txid(), ended_ns=tx_time_ns(stub))
+        await put_json(stub, LEASE + lease["lease_id"], lease)
+        stub.set_event("LeaseEnded", dumps({"lease_id": lease["lease_id"]}))
+        return _out(lease)
+
+    async def MigrateLease(self, ctx: TransactionContext, request: str) -> str:
+        """{lease_id, gpus: [uuid], attestation_ids}: move to GPUs of another generation."""
+        req = args.load_object(request)
+        gpu_ids, att_ids = args.id_list(req, "gpus"), args.id_list(req, "attestation_ids")
+        stub = ctx.get_stub()
+        lease = await self._active_lease(ctx, args.identifier(req, "lease_id"))
+        now = tx_time_ns(stub)
+        gpus = await self._claimable(stub, gpu_ids, att_ids, now)
+        old_generations = {g["generation"] for g in lease["gpus"]}
+        same = [g["uuid"] for g in gpus if g["generation"] in old_generations]
+        if same:
+            raise ContractError(
+                f"migration must move to another generation; {same} are "
+                f"{sorted(old_generations)} like the lease's current GPUs"
+            )
+        for gpu in lease["gpus"]:
+            await stub.delete_state(GPU_LEASE + gpu["uuid"])
+        await self._claim(stub, lease["lease_id"], gpus)
+        lease["migrations"].append(
+            {"from": lease["gpus"], "to": gpus, "tx_id": stub.get_txid(), "timestamp_ns": now}
+        )
+        lease.update(gpus=gpus, attestation_ids=att_ids)
+        await put_json(stub, LEASE + lease["lease_id"], lease)
+        stub.set_event("LeaseMigrated", dumps({"lease_id": lease["lease_id"]}))
+        return _out(lease)
+
+    async def Settle(self, ctx: TransactionContext, request: str) -> str:
+        """{lease_id, interval_seq, attributed_mj, measured_mj, tariff_micro_per_kwh,
+        amount_micro, telemetry_digest (hex sha256)}. Idempotent by (lease_id, interval_seq)."""
+        req = args.load_object(request)
+        terms = {
+            "lease_id": args.identifier(req, "lease_id"),
+            "interval_seq": args.integer(req, "interval_seq", 0, 10**SEQ_DIGITS - 1),
+            "attributed_mj": args.integer(req, "attributed_mj", 0, money.MAX_ENERGY_MJ),
+            "measured_mj": args.integer(req, "measured_mj", 0, money.MAX_ENERGY_MJ),
+            "tariff_micro_per_kwh": args.integer(
+                req, "tariff_micro_per_kwh", 0, money.MAX_TARIFF_MICRO_PER_KWH
+            ),
+            "amount_micro": args.integer(req, "amount_micro", -args.MAX_INT, args.MAX_INT),
+            "telemetry_digest": args.hexbytes(req, "telemetry_digest", 32, 32).hex(),
+        }
+        stub = ctx.get_stub()
+        lease = await get_json(stub, LEASE + terms["lease_id"])
+        if lease is None:
+            raise ContractError(f"lease {terms['lease_id']} does not exist")
+        _require_org(ctx, lease["org"], f"lease {terms['lease_id']}")
+        key = stub.create_composite_key(
+            SETTLEMENT, [terms["lease_id"], str(terms["interval_seq"]).zfill(SEQ_DIGITS)]
+        )
+        existing = await get_json(stub, key)
+        if existing is not None:
+            differs = sorted(f for f in terms if existing.get(f) != terms[f])
+            if differs:
+                raise ContractError(
+                    f"settlement {terms['lease_id']}#{terms['interval_seq']} already recorded "
+                    f"with different {', '.join(differs)}"
+                )
+            return _out(existing)  # a retry: same answer, nothing written
+        expected = money.settlement_amount(
+            terms["measured_mj"], terms["attributed_mj"], terms["tariff_micro_per_kwh"]
+        )
+        if terms["amount_micro"] != expected:
+            raise ContractError(
+                f"amount_micro {terms['amount_micro']} does not match the tariff: "
+                f"expected {expected}"
+            )
+        record = {**terms, "tx_id": stub.get_txid(), "timestamp_ns": tx_time_ns(stub)}
+        await put_json(stub, key, record)
+        stub.set_event("Settled", dumps({k: terms[k] for k in ("lease_id", "interval_seq")}))
+        return _out(record)
+
+    # -- queries -------------------------------------------------------------------------
+
+    async def GetNode(self, ctx: TransactionContext, request: str) -> str:
+        """{node_id}"""
+        node_id = args.identifier(args.load_object(request), "node_id")
+        return _out(await self._node(ctx.get_stub(), node_id))
+
+    async def GetLease(self, ctx: TransactionContext, request: str) -> str:
+        """{lease_id}"""
+        lease_id = args.identifier(args.load_object(request), "lease_id")
+        return _out(await self._lease(ctx.get_stub(), lease_id))
+
+    async def GetAttestation(self, ctx: TransactionContext, request: str) -> str:
+        """{attestation_id}"""
+        att_id = args.identifier(args.load_object(request), "attestation_id")
+        record = await get_json(ctx.get_stub(), ATTESTATION + att_id)
+        if record is None:
+            raise ContractError(f"attestation {att_id} does not exist")
+        return _out(record)
+
+    async def LeasesByTenant(self, ctx: TransactionContext, request: str) -> str:
+        """{tenant} -> [lease]"""
+        tenant = args.identifier(args.load_object(request), "tenant")
+        stub = ctx.get_stub()
+        ids = await index_ids(stub, TENANT_LEASE, tenant)
+        return _out([await self._lease(stub, lease_id) for lease_id in ids])
+
+    async def LeasesByNode(self, ctx: TransactionContext, request: str) -> str:
+        """{node_id} -> [lease] (every lease that ever used one of the node's GPUs)"""
+        node_id = args.identifier(args.load_object(request), "node_id")
+        stub = ctx.get_stub()
+        ids = await index_ids(stub, NODE_LEASE, node_id)
+        return _out([await self._lease(stub, lease_id) for lease_id in ids])
+
+    async def GetSettlements(self, ctx: TransactionContext, request: str) -> str:
+        """{lease_id} -> [settlement] in interval order"""
+        lease_id = args.identifier(args.load_object(request), "lease_id")
+        stub = ctx.get_stub()
+        iterator = await stub.get_state_by_partial_composite_key(SETTLEMENT, [lease_id])
+        return _out(await range_values(iterator))
+
+    async def GetHistory(self, ctx: TransactionContext, request: str) -> str:
+        """{key} -> [{tx_id, timestamp_ns, is_delete, value}] for a plain key (node:..., ...)"""
+        req = args.load_object(request)
+        key = req.get("key")
+        if not isinstance(key, str) or not key.startswith(HISTORY_KEY_PREFIXES):
+            raise args.ArgumentError(f"key: must start with one of {HISTORY_KEY_PREFIXES}")
+        args.identifier({"key": key.split(":", 1)[1]}, "key")
+        return _out(await history(ctx.get_stub(), key))
+
+    # -- rules shared by the functions above ---------------------------------------------
+
+    async def _node(self, stub: Any, node_id: str) -> dict[str, Any]:
+        node = await get_json(stub, NODE + node_id)
+        if node is None:
+            raise ContractError(f"node {node_id} is not registered")
+        return node
+
+    async def _lease(self, stub: Any, lease_id: str) -> dict[str, Any]:
+        lease = await get_json(stub, LEASE + lease_id)
+        if lease is None:
+            raise ContractError(f"lease {lease_id} does not exist")
+        return lease
+
+    async def _active_lease(self, ctx: TransactionContext, lease_id: str) -> dict[str, Any]:
+        lease = await self._lease(ctx.get_stub(), lease_id)
+        _require_org(ctx, lease["org"], f"lease {lease_id}")
+        if lease["status"] != ACTIVE:
+            raise ContractError(f"lease {lease_id} is {lease['status']}, not {ACTIVE}")
+        return lease
+
+    async def _claimable(
+        self, stub: Any, gpu_ids: list[str], att_ids: list[str], now_ns: int
+    ) -> list[dict[str, str]]:
+        """The GPUs, if each is registered, free, and its node has a good, fresh attestation
+        among att_ids; reading gpulease:{uuid} puts it in the read set, so of two concurrent
+        leases of one GPU the second fails MVCC validation."""
+        atts = {}
+        for att_id in att_ids:
+            record = await get_json(stub, ATTESTATION + att_id)
+            if record is None:
+                raise ContractError(f"attestation {att_id} does not exist")
+            atts[att_id] = record
+        gpus, nodes = [], {}
+        for uuid in gpu_ids:
+            gpu = await get_json(stub, GPU + uuid)
+            if gpu is None:
+                raise ContractError(f"GPU {uuid} is not registered")
+            holder = await get_json(stub, GPU_LEASE + uuid)
+            if holder is not None:
+                raise ContractError(f"GPU {uuid} is in active lease {holder['lease_id']}")
+            node_id = gpu["node_id"]
+            if node_id not in nodes:
+                nodes[node_id] = await self._node(stub, node_id)
+                self._require_attested(nodes[node_id], atts.values(), now_ns)
+            gpus.append({"uuid": uuid, "generation": gpu["generation"], "node_id": node_id})
+        return gpus
+
+    @staticmethod
+    def _require_attested(node: dict[str, Any], atts: Any, now_ns: int) -> None:
+        if node["revoked"]:
+            raise ContractError(f"the AK of node {node['node_id']} is revoked")
+        max_age_ns = node["pcr_policy"]["max_age_s"] * NS_PER_S
+        reasons = []
+        for att in atts:
+            if att["node_id"] != node["node_id"]:
+                continue
+            age_ns = now_ns - att["timestamp_ns"]
+            if not att["valid"]:
+                reasons.append(f"{att['attestation_id']} failed verification")
+            elif att["ak_epoch"] != node["ak_epoch"]:
+                reasons.append(f"{att['attestation_id']} was made with a revoked AK")
+            elif not 0 <= age_ns <= max_age_ns:
+                reasons.append(
+                    f"{att['attestation_id']} is {age_ns // NS_PER_S} s old, "
+                    f"policy allows {node['pcr_policy']['max_age_s']} s"
+                )
+            else:
+                return
+        raise ContractError(
+            f"node {node['node_id']} has no good attestation within its policy's age"
+            + (f": {'; '.join(reasons)}" if reasons else " among attestation_ids")
+        )
+
+    async def _claim(self, stub: Any, lease_id: str, gpus: list[dict[str, str]]) -> None:
+        for gpu in gpus:
+            await put_json(stub, GPU_LEASE + gpu["uuid"], {"lease_id": lease_id})
+        for node_id in sorted({g["node_id"] for g in gpus}):
+            await stub.put_state(
+                stub.create_composite_key(NODE_LEASE, [node_id, lease_id]), b"\x00"
+            )
+
+
+def new_chaincode() -> ContractChaincode:
+    """The chaincode as a Fabric peer (or the embedded engine) dispatches to it."""
+    return ContractChaincode.new_chaincode(WattleaseContract())

@@ -1,0 +1,193 @@
+"""Strict parsing of the contract's JSON arguments.
+
+Every argument arrives from a client as an untrusted string. These helpers turn it into plain
+values or raise ArgumentError naming the field and the offending value; nothing else escapes
+(no KeyError/TypeError), and floats are refused outright so money can never be one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from typing import Any
+
+MAX_ARG_BYTES = 64 * 1024  # one JSON argument; a quote + PCRs is ~2 KiB
+MAX_LIST_ITEMS = 64  # GPUs per node/lease, attestation ids per lease
+MAX_ID_LEN = 128
+MAX_TEXT_LEN = 256
+MAX_B64_BYTES = 4096  # TPM2B_PUBLIC / TPMS_ATTEST / TPMT_SIGNATURE are all well below this
+MAX_PRICE_TERMS = 16
+MAX_INT = 10**18
+
+ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
+HEX_RE = re.compile(r"(?:[0-9a-f]{2})+")
+
+
+class ArgumentError(ValueError):
+    """A contract argument is malformed; the message names the field and value."""
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _no_float(text: str) -> Any:
+    raise ArgumentError(f"floats are not accepted (got {text}); use integers")
+
+
+def _no_constant(text: str) -> Any:
+    raise ArgumentError(f"{text} is not accepted")
+
+
+def load_object(raw: str, what: str = "argument") -> dict[str, Any]:
+    """Parse one JSON-object argument, bounded in size, without floats or NaN."""
+    if not isinstance(raw, str):
+        raise ArgumentError(f"{what} must be a JSON string, got {type(raw).__name__}")
+    if len(raw) > MAX_ARG_BYTES:
+        raise ArgumentError(f"{what} is {len(raw)} characters, limit {MAX_ARG_BYTES}")
+    try:
+        value = json.loads(raw, parse_float=_no_float, parse_constant=_no_constant)
+    except ArgumentError:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise ArgumentError(f"{what} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ArgumentError(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def identifier(obj: dict[str, Any], field: str) -> str:
+    value = obj.get(field)
+    if not isinstance(value, str) or not ID_RE.fullmatch(value):
+        raise ArgumentError(
+            f"{field}: must be an identifier of 1-{MAX_ID_LEN} characters [A-Za-z0-9._:@/-], "
+            f"got {_short(value)}"
+        )
+    return value
+
+
+def integer(obj: dict[str, Any], field: str, low: int = 0, high: int = MAX_INT) -> int:
+    value = obj.get(field)
+    if type(value) is not int or not low <= value <= high:
+        raise ArgumentError(f"{field}: must be an integer in [{low}, {high}], got {_short(value)}")
+    return value
+
+
+def b64bytes(obj: dict[str, Any], field: str, max_bytes: int = MAX_B64_BYTES) -> bytes:
+    value = obj.get(field)
+    if not isinstance(value, str) or len(value) > (max_bytes * 4) // 3 + 4:
+        raise ArgumentError(f"{field}: must be base64 of at most {max_bytes} bytes")
+    try:
+        decoded = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ArgumentError(f"{field}: not valid base64: {_short(value)}") from None
+    if not decoded:
+        raise ArgumentError(f"{field}: must not be empty")
+    return decoded
+
+
+def hexbytes(obj: dict[str, Any], field: str, low: int = 1, high: int = 64) -> bytes:
+    value = obj.get(field)
+    if (
+        not isinstance(value, str)
+        or not HEX_RE.fullmatch(value)
+        or not (low <= len(value) // 2 <= high)
+    ):
+        raise ArgumentError(
+            f"{field}: must be lower-case hex of {low}-{high} bytes, got {_short(value)}"
+        )
+    return bytes.fromhex(value)
+
+
+def id_list(obj: dict[str, Any], field: str, min_items: int = 1) -> list[str]:
+    value = obj.get(field)
+    if not isinstance(value, list) or not min_items <= len(value) <= MAX_LIST_ITEMS:
+        raise ArgumentError(
+            f"{field}: must be a list of {min_items}-{MAX_LIST_ITEMS} identifiers, "
+            f"got {_short(value)}"
+        )
+    items = [identifier({f"{field}[{i}]": item}, f"{field}[{i}]") for i, item in enumerate(value)]
+    if len(set(items)) != len(items):
+        raise ArgumentError(f"{field}: contains duplicates")
+    return items
+
+
+def gpu_inventory(obj: dict[str, Any], field: str = "gpus") -> list[dict[str, str]]:
+    value = obj.get(field)
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_LIST_ITEMS:
+        raise ArgumentError(f"{field}: must be a list of 1-{MAX_LIST_ITEMS} GPUs")
+    gpus = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ArgumentError(f"{field}[{i}]: must be an object with uuid and generation")
+        gpus.append(
+            {
+                "uuid": identifier(item, "uuid"),
+                "generation": identifier(item, "generation"),
+            }
+        )
+    if len({g["uuid"] for g in gpus}) != len(gpus):
+        raise ArgumentError(f"{field}: duplicate GPU uuid")
+    return gpus
+
+
+def pcr_policy(obj: dict[str, Any], field: str = "pcr_policy") -> dict[str, Any]:
+    """The node's PCR policy, inline: {"pcrs": {"sha256": {"0": hex32, ...}}, "max_age_s": N}."""
+    value = obj.get(field)
+    if not isinstance(value, dict):
+        raise ArgumentError(f"{field}: must be an object with pcrs and max_age_s")
+    max_age_s = integer(value, "max_age_s", 1, 366 * 24 * 3600)
+    pcrs = value.get("pcrs")
+    if not isinstance(pcrs, dict) or set(pcrs) != {"sha256"}:
+        raise ArgumentError(f"{field}.pcrs: must be {{'sha256': {{index: hex}}}}")
+    bank = pcrs["sha256"]
+    if not isinstance(bank, dict) or not 1 <= len(bank) <= 24:
+        raise ArgumentError(f"{field}.pcrs.sha256: must map 1-24 PCR indices to digests")
+    golden: dict[str, str] = {}
+    for index, digest in bank.items():
+        if not index.isdigit() or not 0 <= int(index) <= 23 or str(int(index)) != index:
+            raise ArgumentError(f"{field}.pcrs.sha256: PCR index {_short(index)} not in 0..23")
+        name = f"{field}.pcrs.sha256[{index}]"
+        hexbytes({name: digest}, name, 32, 32)
+        golden[index] = digest
+    return {
+        "pcrs": {"sha256": dict(sorted(golden.items(), key=lambda kv: int(kv[0])))},
+        "max_age_s": max_age_s,
+    }
+
+
+def pcr_values(obj: dict[str, Any], field: str = "pcr_values") -> dict[str, dict[int, bytes]]:
+    value = obj.get(field)
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"sha256"}
+        or not isinstance(value["sha256"], dict)
+    ):
+        raise ArgumentError(f"{field}: must be {{'sha256': {{index: hex}}}}")
+    out: dict[int, bytes] = {}
+    for index, digest in value["sha256"].items():
+        if not index.isdigit() or not 0 <= int(index) <= 23:
+            raise ArgumentError(f"{field}.sha256: PCR index {_short(index)} not in 0..23")
+        name = f"{field}.sha256[{index}]"
+        out[int(index)] = hexbytes({name: digest}, name, 32, 32)
+    if not out:
+        raise ArgumentError(f"{field}.sha256: must not be empty")
+    return {"sha256": out}
+
+
+def price_terms(obj: dict[str, Any], field: str = "price_terms") -> dict[str, Any]:
+    """Free-form terms the scheduler priced the lease at: integer or short-string values only."""
+    value = obj.get(field)
+    if not isinstance(value, dict) or not 1 <= len(value) <= MAX_PRICE_TERMS:
+        raise ArgumentError(f"{field}: must be an object of 1-{MAX_PRICE_TERMS} terms")
+    for name, term in value.items():
+        if not ID_RE.fullmatch(name):
+            raise ArgumentError(f"{field}: bad term name {_short(name)}")
+        ok_int = type(term) is int and -MAX_INT <= term <= MAX_INT
+        ok_str = isinstance(term, str) and len(term) <= MAX_TEXT_LEN
+        if not (ok_int or ok_str):
+            raise ArgumentError(f"{field}.{name}: must be an integer or short string")
+    return dict(sorted(value.items()))

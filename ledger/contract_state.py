@@ -1,0 +1,86 @@
+"""State-access helpers shared by the contract's functions: canonical JSON, keys, timestamps.
+
+Only the shim stub API is used (get_state/put_state/delete_state, composite keys, range
+queries, history), so the same code runs on the embedded engine and on a Fabric peer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+NODE = "node:"  # node:{node_id} -> node record (AK, GPUs, policy, org, revoked)
+GPU = "gpu:"  # gpu:{uuid} -> {node_id, generation}
+GPU_LEASE = "gpulease:"  # gpulease:{uuid} -> {lease_id}; present only while leased
+CLOCK = "clock:"  # clock:{node_id} -> the TPM clock of the node's last good quote
+ATTESTATION = "att:"  # att:{tx_id} -> attestation record with the verdict
+NONCE = "nonce:"  # nonce:{hex} -> attestation id; a nonce is accepted once, ever
+LEASE = "lease:"  # lease:{lease_id} -> lease record
+TENANT_LEASE = "tenant~lease"  # composite index (tenant, lease_id)
+NODE_LEASE = "node~lease"  # composite index (node_id, lease_id)
+SETTLEMENT = "settlement"  # composite (lease_id, seq) -> settlement record
+
+NS_PER_S = 1_000_000_000
+SEQ_DIGITS = 12  # zero-padded so range queries return settlements in sequence order
+
+
+class ContractError(Exception):
+    """A business rule refused the transaction; the message says which and why."""
+
+
+def dumps(value: Any) -> bytes:
+    """Canonical JSON: every endorsing peer must write byte-identical values."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+async def get_json(stub: Any, key: str) -> Any | None:
+    raw = await stub.get_state(key)
+    if not raw:  # Fabric returns empty bytes for a missing key
+        return None
+    return json.loads(raw)
+
+
+async def put_json(stub: Any, key: str, value: Any) -> None:
+    await stub.put_state(key, dumps(value))
+
+
+def tx_time_ns(stub: Any) -> int:
+    """The proposal's timestamp (set by the client, signed, endorsed): the only clock."""
+    ts = stub.get_tx_timestamp()
+    return int(ts.seconds) * NS_PER_S + int(ts.nanos)
+
+
+def creator_msp(ctx: Any) -> str:
+    return ctx.get_client_identity().get_mspid()
+
+
+async def range_values(iterator: Any) -> list[Any]:
+    out = []
+    async for kv in iterator:
+        out.append(json.loads(kv.value))
+    return out
+
+
+async def index_ids(stub: Any, object_type: str, attribute: str) -> list[str]:
+    """The last attribute of every composite key under (object_type, attribute)."""
+    iterator = await stub.get_state_by_partial_composite_key(object_type, [attribute])
+    ids = []
+    async for kv in iterator:
+        _, attributes = stub.split_composite_key(kv.key)
+        ids.append(attributes[-1])
+    return ids
+
+
+async def history(stub: Any, key: str) -> list[dict[str, Any]]:
+    iterator = await stub.get_history_for_key(key)
+    out = []
+    async for mod in iterator:
+        out.append(
+            {
+                "tx_id": mod.tx_id,
+                "timestamp_ns": int(mod.timestamp.seconds) * NS_PER_S + int(mod.timestamp.nanos),
+                "is_delete": bool(mod.is_delete),
+                "value": None if mod.is_delete or not mod.value else json.loads(mod.value),
+            }
+        )
+    return out

@@ -1,0 +1,283 @@
+"""EmbeddedLedger: one channel, the organisations' endorsing peers, an orderer that cuts
+blocks by size or timeout, and a committer that validates and commits them atomically.
+
+    ledger = EmbeddedLedger.open(Path("var/ledger.sqlite"), orgs=("Org1MSP", "Org2MSP"))
+    alice = ledger.enroll("Org1MSP", "alice")
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.engine.endorser import Endorser, ProposalRejected, Simulation
+from ledger.engine.msp import ChannelMsp, Identity, OrgMaterial, new_identity
+from ledger.engine.store import BlockRow, CommittedTx, Store
+from ledger.engine.tx import (
+    VALID,
+    EndorsementPolicy,
+    block_data_hash,
+    block_header_hash,
+    dumps,
+    encode_envelope,
+    unb64,
+)
+from ledger.engine.validate import BlockView, validate_block
+from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
+
+DEFAULT_ORGS = ("Org1MSP", "Org2MSP")
+DEFAULT_CHANNEL = "wattlease"
+DEFAULT_BLOCK_SIZE = 250
+DEFAULT_BLOCK_TIMEOUT_S = 0.02
+_STOP = object()
+
+__all__ = ["EmbeddedLedger", "EndorsementPolicy", "ProposalRejected", "TxResult"]
+
+
+@dataclass(frozen=True)
+class TxResult:
+    tx_id: str
+    block_number: int
+    code: str
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Event:
+    block_number: int
+    tx_id: str
+    name: str
+    payload: bytes
+
+
+class EmbeddedLedger:
+    def __init__(
+        self,
+        store: Store,
+        config: dict,
+        orgs: dict[str, OrgMaterial],
+        block_size: int,
+        block_timeout_s: float,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.channel = config["channel"]
+        self.policy = EndorsementPolicy.from_json(config["policy"])
+        self.msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
+        self._orgs = orgs
+        self.endorser = Endorser(store, self.msp, [o.peer for o in orgs.values()], self.channel)
+        self.block_size = block_size
+        self.block_timeout_s = block_timeout_s
+        self._queue: queue.Queue = queue.Queue()
+        self._subscribers: list[queue.Queue] = []
+        self._sub_lock = threading.Lock()
+        self._closed = False
+        self._fatal: BaseException | None = None
+        self._committer = threading.Thread(
+            target=self._commit_loop, name="ledger-committer", daemon=True
+        )
+        self._committer.start()
+
+    # -- construction --------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        orgs: tuple[str, ...] | list[str] = DEFAULT_ORGS,
+        policy: EndorsementPolicy | None = None,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        block_timeout_s: float = DEFAULT_BLOCK_TIMEOUT_S,
+        synchronous: str = "NORMAL",
+        channel: str = DEFAULT_CHANNEL,
+    ) -> EmbeddedLedger:
+        """Open (or create, with a genesis block and fresh org keys) the ledger at path.
+        Org keys live in `<path>.msp/<mspid>/`; on reopen orgs/policy come from genesis."""
+        path = Path(path)
+        msp_dir = msp_dir_for(path)
+        store = Store(path, synchronous)
+        if store.tip is None:
+            materials = {m: OrgMaterial.create(msp_dir / m, m) for m in orgs}
+            config = {
+                "channel": channel,
+                "ca_certs": {m: o.ca.cert_pem.decode() for m, o in materials.items()},
+                "policy": (policy or EndorsementPolicy.all_of(tuple(orgs))).to_json(),
+            }
+            cls._write_genesis(store, config)
+        else:
+            config = read_config(store)
+            materials = {m: OrgMaterial.load(msp_dir / m) for m in config["ca_certs"]}
+        return cls(store, config, materials, block_size, block_timeout_s)
+
+    @staticmethod
+    def _write_genesis(store: Store, config: dict) -> None:
+        envelope = dumps({"config": config})
+        data_hash = block_data_hash([envelope])
+        block = BlockRow(
+            0,
+            GENESIS_PREVIOUS_HASH,
+            data_hash,
+            block_header_hash(0, GENESIS_PREVIOUS_HASH, data_hash),
+            1,
+        )
+        store.commit_block(block, [CommittedTx(0, "genesis", VALID, envelope, {}, (0, 0))])
+
+    def enroll(self, mspid: str, name: str) -> Identity:
+        """A new client identity of mspid, its certificate issued by that org's CA."""
+        if mspid not in self._orgs:
+            raise ValueError(f"{mspid} is not an organisation of this ledger")
+        return new_identity(mspid, name, self._orgs[mspid].ca)
+
+    # -- the transaction flow ------------------------------------------------------------
+    def evaluate(self, proposal_bytes: bytes, signature: bytes) -> bytes:
+        self._check_open()
+        return self.endorser.simulate(proposal_bytes, signature).payload
+
+    def endorse(self, proposal_bytes: bytes, signature: bytes) -> tuple[Simulation, bytes]:
+        """Simulate and collect every org's endorsement; returns the envelope to order."""
+        self._check_open()
+        simulation = self.endorser.simulate(proposal_bytes, signature)
+        endorsements = self.endorser.endorse(simulation)
+        envelope = encode_envelope(
+            proposal_bytes, signature, simulation.response_bytes, endorsements
+        )
+        return simulation, envelope
+
+    def order(self, envelope: bytes) -> Future:
+        """Hand an endorsed envelope to the orderer; the future resolves to a TxResult
+        once its block is committed."""
+        self._check_open()
+        future: Future = Future()
+        self._queue.put((envelope, future))
+        return future
+
+    # -- events --------------------------------------------------------------------------
+    def events(self, start_block: int = 0, stop: threading.Event | None = None) -> Iterator[Event]:
+        """Events of valid transactions from start_block on: replayed from the chain, then
+        live as blocks commit. Ends when stop is set or the ledger closes."""
+        live: queue.Queue = queue.Queue()
+        with self._sub_lock:
+            self._subscribers.append(live)
+            replay_to = self.store.tip.number if self.store.tip else -1
+        try:
+            for number in range(start_block, replay_to + 1):
+                yield from _block_events(number, self.store.block_txs(number))
+            while not (stop and stop.is_set()):
+                try:
+                    item = live.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                if item is _STOP:
+                    return
+                number, events = item
+                if number > replay_to and number >= start_block:
+                    yield from events
+        finally:
+            with self._sub_lock:
+                self._subscribers.remove(live)
+
+    # -- ordering and commit -------------------------------------------------------------
+    def _commit_loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            deadline = time.monotonic() + self.block_timeout_s
+            stop_after = False
+            while len(batch) < self.block_size:
+                try:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop_after = True
+                    break
+                batch.append(item)
+            try:
+                self._commit(batch)
+            except BaseException as exc:  # e.g. disk full: outcome unknown to every waiter
+                self._fatal = exc
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+            if stop_after:
+                return
+
+    def _commit(self, batch: list[tuple[bytes, Future]]) -> None:
+        tip = self.store.tip
+        assert tip is not None  # genesis exists from open()
+        number = tip.number + 1
+        envelopes = [envelope for envelope, _ in batch]
+        view = BlockView(self._committed_version, self._committed_range, number)
+        results = validate_block(envelopes, view, self.msp, self.policy, self.store.tx_id_committed)
+        data_hash = block_data_hash(envelopes)
+        block = BlockRow(
+            number,
+            tip.hash,
+            data_hash,
+            block_header_hash(number, tip.hash, data_hash),
+            len(envelopes),
+        )
+        committed = []
+        for r in results:
+            tx_id = r.tx.tx_id if r.tx else f"unparsed-{number}-{r.txnum}"
+            writes = r.tx.rwset.writes if r.tx else {}
+            ts = r.tx.timestamp if r.tx else (0, 0)
+            committed.append(CommittedTx(r.txnum, tx_id, r.code, r.envelope, writes, ts))
+        self.store.commit_block(block, committed)
+        for r, (_, future) in zip(results, batch, strict=True):
+            payload = unb64(r.tx.response["payload"]) if r.tx else b""
+            tx_id = r.tx.tx_id if r.tx else ""
+            future.set_result(TxResult(tx_id, number, r.code, payload))
+        events = list(
+            _block_events(number, [(c.txnum, c.tx_id, c.code, c.envelope) for c in committed])
+        )
+        with self._sub_lock:
+            for subscriber in self._subscribers:
+                subscriber.put((number, events))
+
+    def _committed_version(self, key: str) -> tuple[int, int] | None:
+        found = self.store.state.get(key)
+        return found[1] if found else None
+
+    def _committed_range(self, start: str, end: str) -> list[tuple[str, tuple[int, int]]]:
+        return [(k, v) for k, _, v in self.store.range(start, end)]
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProposalRejected("the ledger is closed")
+        if self._fatal is not None:
+            raise ProposalRejected(f"the committer failed: {self._fatal!r}")
+
+    def close(self) -> None:
+        """Commit what is queued, stop the committer, release SQLite."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._committer.join()
+        with self._sub_lock:
+            for subscriber in self._subscribers:
+                subscriber.put(_STOP)
+        self.store.close()
+
+
+def msp_dir_for(path: Path) -> Path:
+    return path.with_name(path.name + ".msp")
+
+
+def _block_events(number: int, txs: list[tuple[int, str, str, bytes]]) -> Iterator[Event]:
+    import json
+
+    for _, tx_id, code, envelope in txs:
+        if code != VALID or number == 0:
+            continue
+        response = json.loads(json.loads(envelope)["response"])
+        for name, payload in response["events"]:
+            yield Event(number, tx_id, name, unb64(payload))

@@ -1,0 +1,170 @@
+"""The endorsing side: check a signed proposal, simulate the contract, sign the response.
+
+A proposal is untrusted bytes from a client: it is bounded, parsed field by field and its
+creator signature checked against the channel's CAs before the contract sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.contract import CONTRACT_NAME, new_chaincode
+from ledger.engine.msp import ChannelMsp, Identity, MspError
+from ledger.engine.store import Store
+from ledger.engine.stub import SimulationStub
+from ledger.engine.tx import b64, dumps, make_tx_id, sha256_hex, unb64
+
+MAX_PROPOSAL_BYTES = 256 * 1024
+MAX_ARGS = 8
+MAX_FN_LEN = 64
+ERROR_THRESHOLD = 400  # Fabric: a chaincode status >= 400 is an error the peer won't endorse
+NONCE_BYTES = 24
+
+
+class ProposalRejected(Exception):
+    """The proposal was refused before or during simulation; nothing was ordered."""
+
+
+@dataclass
+class Simulation:
+    tx_id: str
+    payload: bytes
+    response_bytes: bytes
+
+
+def make_proposal(
+    identity: Identity, channel: str, fn: str, args: list[str], now_ns: int, nonce: bytes
+) -> tuple[bytes, bytes]:
+    """What a client sends: the proposal bytes and its signature over them."""
+    cert = identity.cert_pem
+    proposal = {
+        "channel": channel,
+        "chaincode": CONTRACT_NAME,
+        "tx_id": make_tx_id(nonce, cert),
+        "nonce": b64(nonce),
+        "timestamp": {"seconds": now_ns // 1_000_000_000, "nanos": now_ns % 1_000_000_000},
+        "creator": {"mspid": identity.mspid, "cert": cert.decode()},
+        "fn": fn,
+        "args": args,
+    }
+    proposal_bytes = dumps(proposal)
+    return proposal_bytes, identity.sign(proposal_bytes)
+
+
+def _parse_proposal(raw: bytes, channel: str) -> dict[str, Any]:
+    if len(raw) > MAX_PROPOSAL_BYTES:
+        raise ProposalRejected(f"proposal is {len(raw)} bytes, limit {MAX_PROPOSAL_BYTES}")
+    try:
+        proposal = json.loads(raw)
+        fn, args = proposal["fn"], proposal["args"]
+        creator, ts = proposal["creator"], proposal["timestamp"]
+        fields_ok = (
+            isinstance(fn, str)
+            and 0 < len(fn) <= MAX_FN_LEN
+            and isinstance(args, list)
+            and len(args) <= MAX_ARGS
+            and all(isinstance(a, str) for a in args)
+            and isinstance(creator.get("mspid"), str)
+            and isinstance(creator.get("cert"), str)
+            and type(ts["seconds"]) is int
+            and type(ts["nanos"]) is int
+            and 0 <= ts["nanos"] < 1_000_000_000
+            and ts["seconds"] >= 0
+            and isinstance(proposal["tx_id"], str)
+            and isinstance(proposal["nonce"], str)
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ProposalRejected(f"malformed proposal: {type(exc).__name__}: {exc}") from None
+    if not fields_ok:
+        raise ProposalRejected("malformed proposal: fn, args, creator or timestamp invalid")
+    if proposal.get("channel") != channel or proposal.get("chaincode") != CONTRACT_NAME:
+        raise ProposalRejected(
+            f"proposal for {proposal.get('channel')}/{proposal.get('chaincode')}, "
+            f"this peer serves {channel}/{CONTRACT_NAME}"
+        )
+    return proposal
+
+
+class Endorser:
+    """All of the channel's organisations' peers, in one process: each signs the same
+    simulated response with its own key."""
+
+    def __init__(self, store: Store, msp: ChannelMsp, peers: list[Identity], channel: str):
+        self._store = store
+        self._msp = msp
+        self._peers = peers
+        self._channel = channel
+        self._chaincode = new_chaincode()
+        self.timings = {"verify_creator": 0.0, "simulate": 0.0, "sign": 0.0}
+
+    def check(self, proposal_bytes: bytes, signature: bytes) -> dict[str, Any]:
+        proposal = _parse_proposal(proposal_bytes, self._channel)
+        creator = proposal["creator"]
+        t0 = time.perf_counter()
+        try:
+            self._msp.verify(creator["mspid"], creator["cert"].encode(), signature, proposal_bytes)
+            nonce = unb64(proposal["nonce"])
+        except (MspError, ValueError) as exc:
+            raise ProposalRejected(f"creator rejected: {exc}") from None
+        self.timings["verify_creator"] += time.perf_counter() - t0
+        if make_tx_id(nonce, creator["cert"].encode()) != proposal["tx_id"]:
+            raise ProposalRejected("tx_id is not SHA-256(nonce || creator)")
+        return proposal
+
+    def simulate(self, proposal_bytes: bytes, signature: bytes) -> Simulation:
+        proposal = self.check(proposal_bytes, signature)
+        t0 = time.perf_counter()
+        with self._store.lock:  # a consistent snapshot, as a peer's read lock
+            stub = SimulationStub(
+                self._store,
+                self._channel,
+                proposal["tx_id"],
+                proposal["fn"],
+                proposal["args"],
+                {
+                    "mspid": proposal["creator"]["mspid"],
+                    "idBytes": proposal["creator"]["cert"].encode(),
+                },
+                (proposal["timestamp"]["seconds"], proposal["timestamp"]["nanos"]),
+            )
+            response = _run(self._chaincode.invoke(stub))
+        self.timings["simulate"] += time.perf_counter() - t0
+        if response.status >= ERROR_THRESHOLD:
+            raise ProposalRejected(response.message or f"chaincode status {response.status}")
+        response_bytes = dumps(
+            {
+                "proposal_hash": sha256_hex(proposal_bytes),
+                "status": response.status,
+                "payload": b64(response.payload),
+                "rwset": stub.rwset.to_json(),
+                "events": [[name, b64(data)] for name, data in stub.events],
+            }
+        )
+        return Simulation(proposal["tx_id"], bytes(response.payload), response_bytes)
+
+    def endorse(self, simulation: Simulation) -> list[dict[str, str]]:
+        t0 = time.perf_counter()
+        out = [
+            {
+                "mspid": peer.mspid,
+                "cert": peer.cert_pem.decode(),
+                "signature": b64(peer.sign(simulation.response_bytes)),
+            }
+            for peer in self._peers
+        ]
+        self.timings["sign"] += time.perf_counter() - t0
+        return out
+
+
+def _run(coro: Any) -> Any:
+    """Drive the contract's coroutine to completion. The engine's stub never suspends, so
+    one send() finishes it; anything else is a contract awaiting a foreign event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise ProposalRejected("the contract awaited something the embedded engine cannot provide")
