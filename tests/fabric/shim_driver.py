@@ -39,6 +39,7 @@ class PeerDriver:
     state: dict[str, bytes] = field(default_factory=dict)
     refuse: frozenset[int] = frozenset()  # message types answered with ERROR
     channel_id: str = "wattlease"
+    chaincode: str = "demo"
 
     async def __aenter__(self) -> PeerDriver:
         self._channel = grpc.aio.insecure_channel(self.address, options=PEER_LIKE_OPTIONS)
@@ -54,7 +55,9 @@ class PeerDriver:
         await self._channel.close()
 
     async def invoke(self, fn: str, *args: str) -> tuple[proposal_response_pb2.Response, Msg]:
-        signed = build_proposal(self.identity, self.signer, self.channel_id, "demo", fn, args)
+        signed = build_proposal(
+            self.identity, self.signer, self.channel_id, self.chaincode, fn, args
+        )
         cc_input = chaincode_pb2.ChaincodeInput(args=[fn.encode(), *(a.encode() for a in args)])
         await self._call.write(
             Msg(
@@ -89,6 +92,8 @@ class PeerDriver:
         elif msg.type == Msg.PUT_STATE:
             put = chaincode_shim_pb2.PutState.FromString(msg.payload)
             self.state[put.key] = put.value
+        elif msg.type == Msg.DEL_STATE:
+            self.state.pop(chaincode_shim_pb2.DelState.FromString(msg.payload).key, None)
         else:
             return Msg(
                 type=Msg.ERROR,
