@@ -1,0 +1,62 @@
+"""`python -m ledger verify --path DB` | `receipt --path DB --lease ID` | `verify-receipt FILE`"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ledger.audit import verify_ledger
+from ledger.receipt import export_receipt, load_receipt, verify_receipt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ledger")
+    sub = parser.add_subparsers(dest="command", required=True)
+    verify = sub.add_parser("verify", help="audit the whole embedded ledger")
+    verify.add_argument("--path", type=Path, required=True, help="the ledger's SQLite file")
+    verify.add_argument(
+        "--skip-quotes", action="store_true", help="do not re-run the quote verifier"
+    )
+    receipt = sub.add_parser("receipt", help="export a lease's receipt as JSON")
+    receipt.add_argument("--path", type=Path, required=True)
+    receipt.add_argument("--lease", required=True)
+    receipt.add_argument("--out", type=Path, help="file to write (default: stdout)")
+    check = sub.add_parser("verify-receipt", help="re-check a receipt offline")
+    check.add_argument("file", type=Path)
+    ns = parser.parse_args(argv)
+
+    if ns.command == "verify":
+        print(f"auditing {ns.path} ...", file=sys.stderr)
+        report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes)
+        for defect in report.defects:
+            print(f"DEFECT {defect}")
+        summary = (
+            f"{report.blocks} blocks, {report.transactions} transactions "
+            f"({report.valid} valid), {report.quotes} quotes re-verified, "
+            f"{report.keys} state keys"
+        )
+        print(("OK: " if report.ok else "FAILED: ") + summary)
+        return 0 if report.ok else 1
+    if ns.command == "receipt":
+        try:
+            doc = export_receipt(ns.path, ns.lease)
+        except KeyError as exc:
+            print(f"error: {exc.args[0]}", file=sys.stderr)
+            return 2
+        text = json.dumps(doc, indent=1, sort_keys=True)
+        if ns.out:
+            ns.out.write_text(text)
+        else:
+            print(text)
+        return 0
+    defects = verify_receipt(load_receipt(ns.file))
+    for defect in defects:
+        print(f"DEFECT {defect}")
+    print("OK" if not defects else f"FAILED: {len(defects)} defects")
+    return 0 if not defects else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Per-lease receipts a tenant can re-check offline, without the ledger.
+
+A receipt holds the channel configuration (organisations' CA certificates, endorsement
+policy), every block header of the chain, and for each transaction of the lease (its
+creation, migrations, end, settlements, the attestations it relied on and its nodes'
+registrations) the raw envelope, its position and the hashes of its block's other
+envelopes. `verify_receipt` recomputes the hash chain, each block's data hash, the creator and
+endorsement signatures against the policy, and every settlement amount.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ledger import money
+from ledger.audit import _Chain
+from ledger.contract_state import ATTESTATION, GPU_LEASE, LEASE, NODE, SETTLEMENT
+from ledger.engine.msp import ChannelMsp
+from ledger.engine.tx import (
+    VALID,
+    EndorsementPolicy,
+    block_header_hash,
+    check_signatures,
+    decode_envelope,
+)
+from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
+
+RECEIPT_VERSION = 1
+MAX_RECEIPT_BYTES = 64 * 1024 * 1024
+
+
+def _touches(writes: dict[str, Any], lease_id: str, atts: set[str], nodes: set[str]) -> bool:
+    settlement_prefix = f"\x00{SETTLEMENT}\x00{lease_id}\x00"
+    for key in writes:
+        if key == LEASE + lease_id or key.startswith(settlement_prefix):
+            return True
+        if key.startswith(ATTESTATION) and key[len(ATTESTATION) :] in atts:
+            return True
+        if key.startswith(NODE) and key[len(NODE) :] in nodes:
+            return True
+    return False
+
+
+def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
+    chain = _Chain(path)
+    state = chain.state()
+    if LEASE + lease_id not in state:
+        raise KeyError(f"lease {lease_id} is not on this ledger")
+    lease = json.loads(state[LEASE + lease_id][0])
+    atts = set(lease["attestation_ids"])
+    nodes = {g["node_id"] for g in lease["gpus"]}
+    for migration in lease["migrations"]:
+        nodes |= {g["node_id"] for g in migration["from"]}
+    headers, entries = [], []
+    for number, prev_hash, data_hash, block_hash, _ in chain.blocks():
+        headers.append(
+            {
+                "number": number,
+                "previous_hash": prev_hash,
+                "data_hash": data_hash,
+                "hash": block_hash,
+            }
+        )
+        if number == 0:
+            continue
+        txs = chain.block_txs(number)
+        hashes = [hashlib.sha256(bytes(e)).hexdigest() for _, _, _, e in txs]
+        for txnum, tx_id, code, envelope in txs:
+            if code != VALID:
+                continue
+            tx = decode_envelope(bytes(envelope))
+            if _touches(tx.rwset.writes, lease_id, atts, nodes) or any(
+                k.startswith(GPU_LEASE) and json.loads(v or b"{}").get("lease_id") == lease_id
+                for k, v in tx.rwset.writes.items()
+            ):
+                entries.append(
+                    {
+                        "block": number,
+                        "txnum": txnum,
+                        "tx_id": tx_id,
+                        "code": code,
+                        "envelope": bytes(envelope).decode(),
+                        "block_tx_hashes": hashes,
+                    }
+                )
+    return {
+        "version": RECEIPT_VERSION,
+        "lease_id": lease_id,
+        "config": read_config(chain),
+        "genesis_envelope": bytes(chain.block_txs(0)[0][3]).decode(),
+        "headers": headers,
+        "transactions": entries,
+    }
+
+
+def verify_receipt(receipt: dict[str, Any]) -> list[str]:
+    """Defects found in the receipt; an empty list means every check passed."""
+    try:
+        return _verify(receipt)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        return [f"receipt is malformed: {type(exc).__name__}: {exc}"]
+
+
+def _verify(receipt: dict[str, Any]) -> list[str]:
+    defects: list[str] = []
+    config = receipt["config"]
+    genesis = receipt["genesis_envelope"].encode()
+    if json.loads(genesis)["config"] != config:
+        defects.append("config differs from the genesis transaction")
+    headers = receipt["headers"]
+    previous = GENESIS_PREVIOUS_HASH
+    for index, header in enumerate(headers):
+        if header["number"] != index or header["previous_hash"] != previous:
+            defects.append(f"block {index}: breaks the hash chain")
+        if block_header_hash(index, header["previous_hash"], header["data_hash"]) != header["hash"]:
+            defects.append(f"block {index}: hash does not match its header")
+        previous = header["hash"]
+    genesis_hash = hashlib.sha256(hashlib.sha256(genesis).digest()).hexdigest()
+    if headers[0]["data_hash"] != genesis_hash:
+        defects.append("block 0: data_hash does not match the genesis transaction")
+    msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
+    policy = EndorsementPolicy.from_json(config["policy"])
+    for entry in receipt["transactions"]:
+        where = f"block {entry['block']} tx {entry['txnum']} ({entry['tx_id']})"
+        envelope = entry["envelope"].encode()
+        hashes = entry["block_tx_hashes"]
+        if hashes[entry["txnum"]] != hashlib.sha256(envelope).hexdigest():
+            defects.append(f"{where}: envelope does not hash to its place in the block")
+        data = hashlib.sha256(b"".join(bytes.fromhex(h) for h in hashes)).hexdigest()
+        if data != headers[entry["block"]]["data_hash"]:
+            defects.append(f"{where}: block data_hash does not match")
+        tx = decode_envelope(envelope)
+        if tx.tx_id != entry["tx_id"]:
+            defects.append(f"{where}: tx_id differs from the envelope's")
+        code = check_signatures(tx, msp, policy)
+        if code is not None:
+            defects.append(f"{where}: {code}")
+        if tx.proposal["fn"] == "Settle":
+            defects.extend(_check_settlement(where, json.loads(tx.proposal["args"][0])))
+    return defects
+
+
+def _check_settlement(where: str, req: dict[str, Any]) -> list[str]:
+    expected = money.settlement_amount(
+        req["measured_mj"], req["attributed_mj"], req["tariff_micro_per_kwh"]
+    )
+    if req["amount_micro"] != expected:
+        return [f"{where}: settlement amount {req['amount_micro']} != recomputed {expected}"]
+    return []
+
+
+def load_receipt(path: Path) -> dict[str, Any]:
+    if path.stat().st_size > MAX_RECEIPT_BYTES:
+        raise ValueError(f"{path} is larger than {MAX_RECEIPT_BYTES} bytes")
+    return json.loads(path.read_text())

@@ -1,0 +1,136 @@
+"""Fixtures for the contract suite, parametrised over ledger backends.
+
+A backend is one context-manager function registered with @backend(name) that yields a
+LedgerEnv; every test taking `ledger_env` or `ledger_client` runs once per backend. The Fabric
+helper adds its network as one more @backend function.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from chaincode_client.embedded import EmbeddedClient
+from chaincode_client.interface import LedgerClient
+from ledger.engine import EmbeddedLedger
+from ledger.engine.msp import new_identity
+
+ORG1, ORG2 = "Org1MSP", "Org2MSP"
+NS_PER_S = 1_000_000_000
+START_NS = 1_800_000_000 * NS_PER_S  # tests run on a clock they can step
+
+
+class StepClock:
+    """The proposals' timestamp source in tests: moves only when told (thread-safe)."""
+
+    def __init__(self, start_ns: int = START_NS) -> None:
+        self._now = start_ns
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            self._now += 1_000  # strictly increasing: distinct timestamps per proposal
+            return self._now
+
+    def advance(self, seconds: int) -> None:
+        with self._lock:
+            self._now += seconds * NS_PER_S
+
+
+@dataclass
+class LedgerEnv:
+    backend: str
+    clients: dict[str, LedgerClient]  # one client per organisation, keyed by MSP id
+    new_client: Callable[[str], LedgerClient]  # a fresh identity of that org
+    outsider: Callable[[], LedgerClient]  # an identity no channel CA issued
+    clock: StepClock | None = None  # None where the backend runs on wall-clock time
+    path: Path | None = None  # the SQLite file, for backends that have one
+    close_ledger: Callable[[], None] = field(default=lambda: None)
+
+
+BACKENDS: dict[str, Callable[[Path], AbstractContextManager[LedgerEnv]]] = {}
+
+
+def backend(name: str) -> Callable:
+    def register(factory: Callable[[Path], AbstractContextManager[LedgerEnv]]) -> Callable:
+        BACKENDS[name] = factory
+        return factory
+
+    return register
+
+
+@backend("embedded")
+@contextmanager
+def embedded_backend(tmp_path: Path) -> Iterator[LedgerEnv]:
+    path = tmp_path / "ledger.sqlite"
+    ledger = EmbeddedLedger.open(path, orgs=(ORG1, ORG2), block_size=50, block_timeout_s=0.005)
+    clock = StepClock()
+
+    def new_client(org: str) -> LedgerClient:
+        return EmbeddedClient(ledger, ledger.enroll(org, f"user-{org}"), clock_ns=clock)
+
+    def outsider() -> LedgerClient:
+        return EmbeddedClient(ledger, new_identity(ORG1, "mallory", None), clock_ns=clock)
+
+    env = LedgerEnv(
+        "embedded",
+        {org: new_client(org) for org in (ORG1, ORG2)},
+        new_client,
+        outsider,
+        clock,
+        path,
+        ledger.close,
+    )
+    try:
+        yield env
+    finally:
+        ledger.close()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def ledger_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerEnv]:
+    with BACKENDS[request.param](tmp_path) as env:
+        yield env
+
+
+@pytest.fixture
+def ledger_client(ledger_env: LedgerEnv) -> LedgerClient:
+    return ledger_env.clients[ORG1]
+
+
+# -- a real TPM (swtpm) for attestations ---------------------------------------------------
+
+
+@dataclass
+class NodeTpm:
+    agent: object  # attest.agent.tpm.Agent
+    aks: list  # attest.agent.tpm.AkKey, one per simulated node
+    golden: dict[str, str]  # PCR index -> hex, as the policy wants them
+
+    def ak_b64(self, index: int) -> str:
+        return base64.b64encode(self.aks[index].public).decode()
+
+
+@pytest.fixture(scope="session")
+def node_tpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeTpm]:
+    """One swtpm, manufactured with swtpm_localca, holding three AKs (three 'nodes').
+    Fails (never skips) when swtpm or the attest package is missing."""
+    from attest.agent.tpm import Agent
+    from attest.swtpm import LocalCA, start_node_tpm
+
+    base = tmp_path_factory.mktemp("swtpm")
+    tpm = start_node_tpm(base / "state", LocalCA(base / "ca"))
+    agent = Agent(tpm.tcti)
+    try:
+        aks = [agent.create_ak() for _ in range(3)]
+        values = agent.read_pcrs("sha256:0,2,7")["sha256"]
+        yield NodeTpm(agent, aks, {str(i): values[i].hex() for i in sorted(values)})
+    finally:
+        agent.close()
+        tpm.stop()

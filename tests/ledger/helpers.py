@@ -1,0 +1,74 @@
+"""Building contract requests in tests: register nodes, attest them with real quotes."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from chaincode_client.interface import LedgerClient
+
+DEFAULT_MAX_AGE_S = 600
+
+
+def js(value: Any) -> str:
+    return json.dumps(value)
+
+
+def register_node(
+    client: LedgerClient,
+    tpm: Any,
+    node_id: str,
+    ak_index: int,
+    gpus: list[tuple[str, str]],
+    org: str = "Org1MSP",
+    max_age_s: int = DEFAULT_MAX_AGE_S,
+    golden: dict | None = None,
+) -> dict:
+    request = {
+        "node_id": node_id,
+        "org": org,
+        "ak_public": tpm.ak_b64(ak_index),
+        "gpus": [{"uuid": u, "generation": g} for u, g in gpus],
+        "pcr_policy": {"pcrs": {"sha256": golden or tpm.golden}, "max_age_s": max_age_s},
+    }
+    return json.loads(client.submit("RegisterNode", js(request)).payload)
+
+
+def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes | None = None) -> dict:
+    import base64
+
+    nonce = nonce or os.urandom(16)
+    evidence = tpm.agent.quote(tpm.aks[ak_index], nonce, "sha256:0,2,7")
+    return {
+        "node_id": node_id,
+        "quote": base64.b64encode(evidence.quote).decode(),
+        "signature": base64.b64encode(evidence.signature).decode(),
+        "pcr_values": {
+            "sha256": {str(i): v.hex() for i, v in evidence.pcr_values["sha256"].items()}
+        },
+        "nonce": nonce.hex(),
+    }
+
+
+def attest(client: LedgerClient, tpm: Any, node_id: str, ak_index: int) -> dict:
+    receipt = client.submit("RecordAttestation", js(quote_request(tpm, node_id, ak_index)))
+    return json.loads(receipt.payload)
+
+
+def lease_request(
+    lease_id: str, gpus: list[str], att_ids: list[str], tenant: str = "tenant-a"
+) -> str:
+    return js(
+        {
+            "lease_id": lease_id,
+            "tenant": tenant,
+            "gpus": gpus,
+            "price_terms": {
+                "currency": "EUR",
+                "tariff_micro_per_kwh": 250_000,
+                "attributed_w": 700,
+            },
+            "attestation_ids": att_ids,
+        }
+    )
