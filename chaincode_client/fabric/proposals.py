@@ -86,7 +86,9 @@ def build_proposal(
         ).SerializeToString(),
     )
     spec = chaincode_pb2.ChaincodeSpec(
-        type=chaincode_pb2.ChaincodeSpec.UNDEFINED,
+        # The peer ignores this for lifecycle chaincode; NODE is what the official gateway
+        # clients send, and tests/fabric/test_node_conformance.py holds us to their shape.
+        type=chaincode_pb2.ChaincodeSpec.NODE,
         chaincode_id=cc_id,
         input=chaincode_pb2.ChaincodeInput(args=_check_args(fn, args)),
     )
