@@ -50,6 +50,9 @@ def prepared_transaction(
 class RecordingGateway(gateway_pb2_grpc.GatewayServicer):
     def __init__(self) -> None:
         self.requests: dict[str, list[object]] = {}
+        self.commit_code = transaction_pb2.VALID
+        self.evaluate_status = 200
+        self.submit_failure: grpc.StatusCode | None = None
 
     def _keep(self, name: str, request: object) -> None:
         self.requests.setdefault(name, []).append(request)
@@ -57,7 +60,9 @@ class RecordingGateway(gateway_pb2_grpc.GatewayServicer):
     def Evaluate(self, request, context):  # type: ignore[no-untyped-def]
         self._keep("Evaluate", request)
         return gateway_pb2.EvaluateResponse(
-            result=proposal_response_pb2.Response(status=200, payload=EVALUATE_RESULT)
+            result=proposal_response_pb2.Response(
+                status=self.evaluate_status, payload=EVALUATE_RESULT, message="refused"
+            )
         )
 
     def Endorse(self, request, context):  # type: ignore[no-untyped-def]
@@ -68,13 +73,13 @@ class RecordingGateway(gateway_pb2_grpc.GatewayServicer):
 
     def Submit(self, request, context):  # type: ignore[no-untyped-def]
         self._keep("Submit", request)
+        if self.submit_failure is not None:
+            context.abort(self.submit_failure, "failed to send transaction to the orderer")
         return gateway_pb2.SubmitResponse()
 
     def CommitStatus(self, request, context):  # type: ignore[no-untyped-def]
         self._keep("CommitStatus", request)
-        return gateway_pb2.CommitStatusResponse(
-            result=transaction_pb2.VALID, block_number=COMMIT_BLOCK
-        )
+        return gateway_pb2.CommitStatusResponse(result=self.commit_code, block_number=COMMIT_BLOCK)
 
     def ChaincodeEvents(self, request, context):  # type: ignore[no-untyped-def]
         self._keep("ChaincodeEvents", request)
