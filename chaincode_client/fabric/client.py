@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined,name-defined"
+# (fabric_protos ships py.typed but no stubs for its generated _pb2 modules)
 """The Fabric Gateway backend of `chaincode_client.interface.LedgerClient`.
 
 One gRPC channel to one peer's Gateway service (Fabric >= 2.4). The gateway does the fan-out:

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined,name-defined"
+# (fabric_protos ships py.typed but no stubs for its generated _pb2 modules)
 """Turn the gateway's gRPC errors into the ledger client's typed errors.
 
 The gateway puts one `gateway.ErrorDetail` per peer or orderer (address, MSP id, message) in
@@ -152,6 +154,7 @@ def to_ledger_error(step: str, err: grpc.RpcError) -> LedgerError:
         exc = LedgerUnavailable(text)
     else:
         exc = EndorsementError(text)
-    exc.peer_errors = details  # type: ignore[attr-defined]
-    exc.grpc_code = code  # type: ignore[attr-defined]
+    # Extra context for callers that want it; the interface's exception classes are fixed.
+    setattr(exc, "peer_errors", details)  # noqa: B010
+    setattr(exc, "grpc_code", code)  # noqa: B010
     return exc

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined,name-defined"
+# (fabric_protos ships py.typed but no stubs for its generated _pb2 modules)
 """Client identity from an MSP folder (signcerts/ + keystore/) and Fabric-style signing.
 
 Fabric peers reject ECDSA signatures whose S is in the upper half of the curve order (an

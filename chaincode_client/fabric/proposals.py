@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined,name-defined"
+# (fabric_protos ships py.typed but no stubs for its generated _pb2 modules)
 """Build signed proposals the way Fabric's gateway clients do, and read results back.
 
 A transaction id is the hex SHA-256 of nonce || creator (Fabric's own rule, checked by the

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined,name-defined"
+# (fabric_protos ships py.typed but no stubs for its generated _pb2 modules)
 """A small adapter over fabric-chaincode-python 2.5.4's chaincode server (not a fork).
 
 It closes three gaps of that release, each covered by tests/fabric/test_shim_adapter.py:
