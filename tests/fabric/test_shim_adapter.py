@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from fabric_chaincode_python.fabric_shim.interfaces import Chaincode
 from fabric_chaincode_python.fabric_shim.server import ChaincodeService
 from fabric_protos.peer import chaincode_shim_pb2
 from fabric_protos.peer import chaincode_shim_pb2_grpc as shim_grpc
@@ -108,3 +109,23 @@ def test_control_library_server_cuts_the_idle_peer_connection(tmp_path: Path):
         _run(_plain_server, tmp_path, _idle_then_put)
     if isinstance(info.value, grpc.aio.AioRpcError):
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+class _Broken(Chaincode):
+    async def init(self, stub):  # type: ignore[no-untyped-def]
+        raise RuntimeError("init exploded")
+
+    async def invoke(self, stub):  # type: ignore[no-untyped-def]
+        raise RuntimeError("invoke exploded")
+
+
+def test_a_chaincode_that_raises_answers_the_peer_at_once(tmp_path: Path):
+    def make() -> tuple[grpc.aio.Server, int]:
+        return make_server(_Broken(), "demo:1", "127.0.0.1:0")
+
+    async def scenario(peer: PeerDriver) -> object:
+        return (await peer.invoke("Put", "k", "v"))[0]
+
+    response = _run(make, tmp_path, scenario)
+    assert response.status == 500
+    assert "RuntimeError: invoke exploded" in response.message
