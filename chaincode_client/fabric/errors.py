@@ -38,6 +38,11 @@ TRANSIENT_CODES = frozenset(
         grpc.StatusCode.CANCELLED,
     }
 )
+# The orderer refused the transaction itself (bad signature, creator not allowed by the
+# channel's Writers policy): sending it again cannot succeed.
+PERMANENT_SUBMIT_CODES = frozenset(
+    {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED}
+)
 # Peer messages that mean "the chaincode is not running or not reachable yet" rather than
 # "the contract refused": these endorsement failures go away by themselves, so they are
 # reported as LedgerUnavailable (retry) rather than EndorsementError (do not retry).
@@ -146,9 +151,9 @@ def to_ledger_error(step: str, err: grpc.RpcError) -> LedgerError:
     all_messages = " ".join([message or ""] + [d.message for d in details]).lower()
     if code in TRANSIENT_CODES or step in ("commit_status", "events"):
         exc = LedgerUnavailable(text)
-    elif step == "submit":
-        # Not ordered (orderer down or refused): nothing was committed, resubmitting the same
-        # business key is safe because the contract is idempotent.
+    elif step == "submit" and code not in PERMANENT_SUBMIT_CODES:
+        # Not ordered (orderer down, no leader yet): nothing was committed, resubmitting the
+        # same business key is safe because the contract is idempotent.
         exc = LedgerUnavailable(text)
     elif any(marker in all_messages for marker in CHAINCODE_NOT_READY_MARKERS):
         exc = LedgerUnavailable(text)

@@ -68,3 +68,10 @@ def test_error_status_in_an_evaluate_result_is_an_endorsement_error(gateway):  #
 def test_events_refuse_a_negative_start_block(gateway):  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match="negative"):
         gateway[1].events(-1)
+
+
+def test_orderer_refusing_the_transaction_is_not_retried(gateway):  # type: ignore[no-untyped-def]
+    recorder, client = gateway
+    recorder.submit_failure = grpc.StatusCode.PERMISSION_DENIED
+    with pytest.raises(EndorsementError, match="submit failed \\(PERMISSION_DENIED\\)"):
+        client.submit("CreateLease", "{}")
