@@ -25,7 +25,7 @@ from chaincode_client.interface import (
     TransactionInvalid,
 )
 from ledger.engine.core import EmbeddedLedger
-from ledger.engine.endorser import NONCE_BYTES, ProposalRejected, make_proposal
+from ledger.engine.endorser import NONCE_BYTES, LedgerClosed, ProposalRejected, make_proposal
 from ledger.engine.msp import Identity
 
 COMMIT_TIMEOUT_S = 60.0  # a block commits in milliseconds; this much means the engine is stuck
@@ -66,6 +66,8 @@ class EmbeddedClient:
             return self._ledger.evaluate(proposal, signature)
         except ProposalRejected as exc:
             raise EndorsementError(str(exc)) from None
+        except LedgerClosed as exc:
+            raise LedgerUnavailable(str(exc)) from None
 
     def submit(self, fn: str, *args: str) -> Receipt:
         proposal, signature = self._proposal(fn, args)
@@ -74,6 +76,8 @@ class EmbeddedClient:
             future = self._ledger.order(envelope)
         except ProposalRejected as exc:
             raise EndorsementError(str(exc)) from None
+        except LedgerClosed as exc:
+            raise LedgerUnavailable(str(exc)) from None
         try:
             result = future.result(timeout=COMMIT_TIMEOUT_S)
         except FutureTimeout:

@@ -51,11 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(text)
         return 0
-    defects = verify_receipt(load_receipt(ns.file))
-    for defect in defects:
-        print(f"DEFECT {defect}")
-    print("OK" if not defects else f"FAILED: {len(defects)} defects")
-    return 0 if not defects else 1
+    problems = verify_receipt(load_receipt(ns.file))
+    for problem in problems:
+        print(f"DEFECT {problem}")
+    print("OK" if not problems else f"FAILED: {len(problems)} defects")
+    return 0 if not problems else 1
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
     config = read_config(chain)
     msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
     policy = EndorsementPolicy.from_json(config["policy"])
-    state, committed, previous = DictState(), set(), GENESIS_PREVIOUS_HASH
+    state, previous = DictState(), GENESIS_PREVIOUS_HASH
+    committed: set[str] = set()
     for expected_number, (number, prev_hash, data_hash, block_hash, tx_count) in enumerate(blocks):
         report.blocks += 1
         here = f"block {number}"
@@ -136,12 +137,12 @@ def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
                 )
             if result.code != code:
                 report.defects.append(Defect(where, f"recorded {code}, recomputed {result.code}"))
-            if result.code == VALID:
+            if result.code == VALID and result.tx is not None:
                 report.valid += 1
                 if check_quotes:
                     _check_quote(result, state, where, report)
-                state.apply(number, txnum, result.tx.rwset.writes)  # type: ignore[union-attr]
-                committed.add(recomputed_id)
+                state.apply(number, txnum, result.tx.rwset.writes)
+                committed.add(result.tx.tx_id)
     _compare_state(chain.state(), state, report)
     return report
 
@@ -150,7 +151,6 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
     tx = result.tx
     if tx is None or tx.proposal.get("fn") != "RecordAttestation":
         return
-    report.quotes += 1
     try:
         req = json.loads(tx.proposal["args"][0])
         node = json.loads(state.values[NODE + req["node_id"]][0])
@@ -170,6 +170,7 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
     except Exception as exc:  # any failure to re-verify is itself a defect to report
         report.defects.append(Defect(where, f"cannot re-verify the quote: {exc!r}"))
         return
+    report.quotes += 1
     if verdict != recorded["verdict"]:
         report.defects.append(
             Defect(

@@ -252,7 +252,7 @@ class WattleaseContract(Contract):
         """{lease_id, interval_seq, attributed_mj, measured_mj, tariff_micro_per_kwh,
         amount_micro, telemetry_digest (hex sha256)}. Idempotent by (lease_id, interval_seq)."""
         req = args.load_object(request)
-        terms = {
+        terms: dict[str, Any] = {
             "lease_id": args.identifier(req, "lease_id"),
             "interval_seq": args.integer(req, "interval_seq", 0, 10**SEQ_DIGITS - 1),
             "attributed_mj": args.integer(req, "attributed_mj", 0, money.MAX_ENERGY_MJ),

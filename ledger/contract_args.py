@@ -123,10 +123,11 @@ def gpu_inventory(obj: dict[str, Any], field: str = "gpus") -> list[dict[str, st
     for i, item in enumerate(value):
         if not isinstance(item, dict):
             raise ArgumentError(f"{field}[{i}]: must be an object with uuid and generation")
+        uuid, generation = f"{field}[{i}].uuid", f"{field}[{i}].generation"
         gpus.append(
             {
-                "uuid": identifier(item, "uuid"),
-                "generation": identifier(item, "generation"),
+                "uuid": identifier({uuid: item.get("uuid")}, uuid),
+                "generation": identifier({generation: item.get("generation")}, generation),
             }
         )
     if len({g["uuid"] for g in gpus}) != len(gpus):
@@ -139,7 +140,8 @@ def pcr_policy(obj: dict[str, Any], field: str = "pcr_policy") -> dict[str, Any]
     value = obj.get(field)
     if not isinstance(value, dict):
         raise ArgumentError(f"{field}: must be an object with pcrs and max_age_s")
-    max_age_s = integer(value, "max_age_s", 1, 366 * 24 * 3600)
+    age_field = f"{field}.max_age_s"
+    max_age_s = integer({age_field: value.get("max_age_s")}, age_field, 1, 366 * 24 * 3600)
     pcrs = value.get("pcrs")
     if not isinstance(pcrs, dict) or set(pcrs) != {"sha256"}:
         raise ArgumentError(f"{field}.pcrs: must be {{'sha256': {{index: hex}}}}")

@@ -15,8 +15,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.engine.endorser import Endorser, ProposalRejected, Simulation
+from ledger.engine.endorser import Endorser, LedgerClosed, ProposalRejected, Simulation
 from ledger.engine.msp import ChannelMsp, Identity, OrgMaterial, new_identity
+from ledger.engine.parallel import SignaturePool
 from ledger.engine.store import BlockRow, CommittedTx, Store
 from ledger.engine.tx import (
     VALID,
@@ -36,7 +37,7 @@ DEFAULT_BLOCK_SIZE = 250
 DEFAULT_BLOCK_TIMEOUT_S = 0.02
 _STOP = object()
 
-__all__ = ["EmbeddedLedger", "EndorsementPolicy", "ProposalRejected", "TxResult"]
+__all__ = ["EmbeddedLedger", "EndorsementPolicy", "LedgerClosed", "ProposalRejected", "TxResult"]
 
 
 @dataclass(frozen=True)
@@ -63,11 +64,13 @@ class EmbeddedLedger:
         orgs: dict[str, OrgMaterial],
         block_size: int,
         block_timeout_s: float,
+        validation_workers: int = 0,
     ) -> None:
         self.store = store
         self.config = config
         self.channel = config["channel"]
         self.policy = EndorsementPolicy.from_json(config["policy"])
+        self._pool = SignaturePool(validation_workers, config) if validation_workers else None
         self.msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
         self._orgs = orgs
         self.endorser = Endorser(store, self.msp, [o.peer for o in orgs.values()], self.channel)
@@ -77,6 +80,7 @@ class EmbeddedLedger:
         self._subscribers: list[queue.Queue] = []
         self._sub_lock = threading.Lock()
         self._closed = False
+        self.timings = {"validate": 0.0, "commit_sqlite": 0.0, "blocks": 0.0}
         self._fatal: BaseException | None = None
         self._committer = threading.Thread(
             target=self._commit_loop, name="ledger-committer", daemon=True
@@ -94,9 +98,11 @@ class EmbeddedLedger:
         block_timeout_s: float = DEFAULT_BLOCK_TIMEOUT_S,
         synchronous: str = "NORMAL",
         channel: str = DEFAULT_CHANNEL,
+        validation_workers: int = 0,
     ) -> EmbeddedLedger:
         """Open (or create, with a genesis block and fresh org keys) the ledger at path.
-        Org keys live in `<path>.msp/<mspid>/`; on reopen orgs/policy come from genesis."""
+        Org keys live in `<path>.msp/<mspid>/`; on reopen orgs/policy come from genesis.
+        validation_workers > 0 checks block signatures in that many worker processes."""
         path = Path(path)
         msp_dir = msp_dir_for(path)
         store = Store(path, synchronous)
@@ -111,7 +117,7 @@ class EmbeddedLedger:
         else:
             config = read_config(store)
             materials = {m: OrgMaterial.load(msp_dir / m) for m in config["ca_certs"]}
-        return cls(store, config, materials, block_size, block_timeout_s)
+        return cls(store, config, materials, block_size, block_timeout_s, validation_workers)
 
     @staticmethod
     def _write_genesis(store: Store, config: dict) -> None:
@@ -214,7 +220,12 @@ class EmbeddedLedger:
         number = tip.number + 1
         envelopes = [envelope for envelope, _ in batch]
         view = BlockView(self._committed_version, self._committed_range, number)
-        results = validate_block(envelopes, view, self.msp, self.policy, self.store.tx_id_committed)
+        t0 = time.perf_counter()
+        codes = self._pool.codes(envelopes) if self._pool else None
+        results = validate_block(
+            envelopes, view, self.msp, self.policy, self.store.tx_id_committed, codes
+        )
+        t1 = time.perf_counter()
         data_hash = block_data_hash(envelopes)
         block = BlockRow(
             number,
@@ -230,6 +241,9 @@ class EmbeddedLedger:
             ts = r.tx.timestamp if r.tx else (0, 0)
             committed.append(CommittedTx(r.txnum, tx_id, r.code, r.envelope, writes, ts))
         self.store.commit_block(block, committed)
+        self.timings["validate"] += t1 - t0
+        self.timings["commit_sqlite"] += time.perf_counter() - t1
+        self.timings["blocks"] += 1
         for r, (_, future) in zip(results, batch, strict=True):
             payload = unb64(r.tx.response["payload"]) if r.tx else b""
             tx_id = r.tx.tx_id if r.tx else ""
@@ -251,9 +265,9 @@ class EmbeddedLedger:
     # -- lifecycle -----------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:
-            raise ProposalRejected("the ledger is closed")
+            raise LedgerClosed("the ledger is closed")
         if self._fatal is not None:
-            raise ProposalRejected(f"the committer failed: {self._fatal!r}")
+            raise LedgerClosed(f"the committer failed: {self._fatal!r}")
 
     def close(self) -> None:
         """Commit what is queued, stop the committer, release SQLite."""
@@ -262,6 +276,8 @@ class EmbeddedLedger:
         self._closed = True
         self._queue.put(_STOP)
         self._committer.join()
+        if self._pool:
+            self._pool.close()
         with self._sub_lock:
             for subscriber in self._subscribers:
                 subscriber.put(_STOP)

@@ -28,6 +28,10 @@ class ProposalRejected(Exception):
     """The proposal was refused before or during simulation; nothing was ordered."""
 
 
+class LedgerClosed(Exception):
+    """The engine is closed or its committer failed: nothing was ordered; retry later."""
+
+
 @dataclass
 class Simulation:
     tx_id: str
@@ -98,6 +102,7 @@ class Endorser:
         self._peers = peers
         self._channel = channel
         self._chaincode = new_chaincode()
+        _drop_redundant_string_schemas(self._chaincode)
         self.timings = {"verify_creator": 0.0, "simulate": 0.0, "sign": 0.0}
 
     def check(self, proposal_bytes: bytes, signature: bytes) -> dict[str, Any]:
@@ -157,6 +162,19 @@ class Endorser:
         ]
         self.timings["sign"] += time.perf_counter() - t0
         return out
+
+
+def _drop_redundant_string_schemas(chaincode: Any) -> None:
+    """Every Wattlease function takes and returns `str`; the serializer already enforces
+    that, so the per-call JSON-schema check of {"type": "string"} is pure overhead (~100 us
+    a transaction). Complex schemas, if a function ever has them, stay."""
+    for contract in chaincode._metadata.contracts.values():
+        for tx in contract.transactions:
+            for param in tx.parameters:
+                if param.schema == {"type": "string"}:
+                    param.compiled_schema = None
+            if tx.returns is not None and tx.returns.schema == {"type": "string"}:
+                tx.returns.compiled_schema = None
 
 
 def _run(coro: Any) -> Any:

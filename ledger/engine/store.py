@@ -77,6 +77,10 @@ class Store:
             "ORDER BY number DESC LIMIT 1"
         ).fetchone()
         self.tip: BlockRow | None = BlockRow(*tip) if tip else None
+        # every valid tx id, for the duplicate check (32 bytes + overhead per transaction)
+        self.valid_tx_ids: set[str] = {
+            row[0] for row in self._writer.execute("SELECT tx_id FROM txs WHERE code = 'VALID'")
+        }
 
     # -- reads (StateReader) -- callers hold self.lock -----------------------------------
     def get(self, key: str) -> tuple[bytes, Version] | None:
@@ -99,10 +103,7 @@ class Store:
         )
 
     def tx_id_committed(self, tx_id: str) -> bool:
-        row = self._writer.execute(
-            "SELECT 1 FROM txs WHERE tx_id = ? AND code = 'VALID' LIMIT 1", (tx_id,)
-        ).fetchone()
-        return row is not None
+        return tx_id in self.valid_tx_ids
 
     # -- the one write path: a whole block, atomically ---------------------------------
     def commit_block(self, block: BlockRow, txs: list[CommittedTx]) -> None:
@@ -128,6 +129,7 @@ class Store:
             with self.lock:  # readers never see SQLite ahead of the in-memory mirror
                 cur.execute("COMMIT")
                 self._apply_memory(txs, block.number)
+                self.valid_tx_ids.update(t.tx_id for t in txs if t.code == "VALID")
                 self.tip = block
         except BaseException:
             if cur.in_transaction:

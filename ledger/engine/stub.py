@@ -131,7 +131,7 @@ class SimulationStub:
         end = end_key or RANGE_END
         rows = self._state.range(start_key, end)
         self.rwset.ranges.append((start_key, end, [(k, v) for k, _, v in rows]))
-        return _AsyncList([kv_pb.KV(namespace="", key=k, value=value) for k, value, _ in rows])
+        return _AsyncList([kv_pb.KV(namespace="", key=k, value=value) for k, value, _ in rows])  # type: ignore[attr-defined]
 
     async def get_state_by_partial_composite_key(
         self, object_type: str, attributes: Sequence[str]
@@ -144,7 +144,7 @@ class SimulationStub:
         mods = []
         for tx_id, value, seconds, nanos in self._state.history(key):
             mods.append(
-                kv_pb.KeyModification(
+                kv_pb.KeyModification(  # type: ignore[attr-defined]
                     tx_id=tx_id,
                     value=value or b"",
                     is_delete=value is None,

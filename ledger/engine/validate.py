@@ -117,6 +117,8 @@ class DictState:
         hi = bisect.bisect_left(self._sorted, end)
         return [(k, self.values[k][1]) for k in self._sorted[lo:hi]]
 
+    range_versions = range  # the StateVersions protocol's name
+
     def apply(self, number: int, txnum: int, writes: dict[str, bytes | None]) -> None:
         self._sorted = None
         for key, value in writes.items():

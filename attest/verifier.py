@@ -1,0 +1,274 @@
+"""Quote verification in a fixed order (as Keylime's tpm_util does), pure `cryptography`.
+
+AK attributes → signature scheme vs key → hash algorithm → signature over TPMS_ATTEST →
+magic and type → nonce == extraData → PCR selection == policy → PCR digest == H(values) →
+values == golden → clock sanity vs the previous quote. Structural failures (unparseable
+evidence, a bad signature) stop the run: nothing after them is authenticated.
+"""
+
+from __future__ import annotations
+
+import hmac
+from functools import lru_cache
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+from attest import tpm_constants as C
+from attest.errors import MalformedEvidence
+from attest.pcrfile import PcrValues
+from attest.policy import PcrPolicy
+from attest.public import PublicArea, parse_public
+from attest.structs import Attest, Signature, parse_attest, parse_signature
+from attest.verdict import SEVERITY_INFO, SEVERITY_WARNING, ClockInfo, Reason, Verdict
+
+__all__ = ["ClockInfo", "PcrPolicy", "Reason", "Verdict", "verify_quote"]
+
+ACCEPTED_QUOTE_HASHES = (C.ALG_SHA256, C.ALG_SHA384, C.ALG_SHA512)  # SHA-1 is not accepted
+MAX_NONCE_BYTES = 64  # extraData is a TPM2B_DATA no larger than a digest
+MIN_NONCE_BYTES = 8  # shorter nonces are guessable enough to pre-compute quotes
+PEM_PREFIX = b"-----BEGIN"
+
+AnyKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey
+
+
+@lru_cache(maxsize=256)
+def _load_ak(ak_public: bytes) -> tuple[PublicArea | None, AnyKey]:
+    """Parse the AK once per distinct byte string; the chaincode verifies the same AK often."""
+    if ak_public.lstrip().startswith(PEM_PREFIX):
+        try:
+            key = serialization.load_pem_public_key(ak_public)
+        except (ValueError, TypeError) as exc:
+            raise MalformedEvidence("AK PEM", 0, f"not a PEM public key: {exc}") from None
+        if not isinstance(key, AnyKey):
+            raise MalformedEvidence("AK PEM", 0, f"unsupported key type {type(key).__name__}")
+        return None, key
+    area = parse_public(ak_public)
+    return area, area.public_key()
+
+
+def _check_attributes(area: PublicArea, v: Verdict) -> None:
+    missing = [
+        name
+        for name, bit in (
+            ("restricted", C.ATTR_RESTRICTED),
+            ("sign", C.ATTR_SIGN),
+            ("fixedTPM", C.ATTR_FIXED_TPM),
+            ("fixedParent", C.ATTR_FIXED_PARENT),
+        )
+        if not area.has_attributes(bit)
+    ]
+    if missing:
+        v.add(
+            "ak_not_restricted_signing_key",
+            f"AK attributes {area.attributes:#010x} lack {', '.join(missing)}: a key that can "
+            "sign arbitrary data could forge TPMS_ATTEST, so its quotes prove nothing",
+        )
+    if area.has_attributes(C.ATTR_DECRYPT):
+        v.add("ak_not_restricted_signing_key", "AK is also a decryption key")
+
+
+def _check_scheme(area: PublicArea | None, key: AnyKey, sig: Signature, v: Verdict) -> bool:
+    """Scheme vs key, then hash algorithm. Returns False when the signature cannot be checked."""
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        allowed: tuple[int, ...] = (C.ALG_ECDSA,)
+    else:
+        allowed = (C.ALG_RSASSA, C.ALG_RSAPSS)
+    kind = "ECC" if isinstance(key, ec.EllipticCurvePublicKey) else "RSA"
+    ok = True
+    if sig.sig_alg not in allowed:
+        v.add("signature_scheme_mismatch", f"{kind} AK cannot make a {sig.sig_alg:#06x} signature")
+        ok = False
+    elif area is not None and area.scheme not in (C.ALG_NULL, sig.sig_alg):
+        v.add(
+            "signature_scheme_mismatch",
+            f"AK is fixed to scheme {area.scheme:#06x}, signature uses {sig.sig_alg:#06x}",
+        )
+        ok = False
+    if sig.hash_alg not in ACCEPTED_QUOTE_HASHES:
+        v.add("hash_alg_unsupported", f"quote hash {sig.hash_alg:#06x} is not SHA-256/384/512")
+        ok = False
+    elif area is not None and area.scheme_hash not in (C.ALG_NULL, sig.hash_alg):
+        v.add(
+            "hash_alg_mismatch",
+            f"AK is fixed to hash {area.scheme_hash:#06x}, signature uses {sig.hash_alg:#06x}",
+        )
+        ok = False
+    return ok
+
+
+def _signature_ok(key: AnyKey, sig: Signature, message: bytes) -> str | None:
+    """None when the signature verifies; otherwise why not."""
+    algo = C.HASH_ALGS[sig.hash_alg]()
+    try:
+        if isinstance(key, ec.EllipticCurvePublicKey):
+            der = encode_dss_signature(int.from_bytes(sig.r, "big"), int.from_bytes(sig.s, "big"))
+            key.verify(der, message, ec.ECDSA(algo))
+        elif sig.sig_alg == C.ALG_RSAPSS:
+            pss = padding.PSS(mgf=padding.MGF1(algo), salt_length=padding.PSS.AUTO)
+            key.verify(sig.sig, message, pss, algo)
+        else:
+            key.verify(sig.sig, message, padding.PKCS1v15(), algo)
+    except InvalidSignature:
+        return "signature does not verify with the AK over the quoted TPMS_ATTEST"
+    except ValueError as exc:
+        return f"signature is not well formed: {exc}"
+    return None
+
+
+def _expected_digest(att: Attest, hash_alg: int, values: PcrValues, v: Verdict) -> bytes | None:
+    """H(PCR values concatenated in the quote's selection order), or None if values missing."""
+    parts: list[bytes] = []
+    for alg, pcrs in att.pcr_select:
+        bank = values.get(C.HASH_NAMES[alg], {})
+        for pcr in sorted(pcrs):
+            value = bank.get(pcr)
+            if not isinstance(value, bytes) or len(value) != C.DIGEST_SIZES[alg]:
+                v.add("pcr_values_incomplete", f"no valid {C.HASH_NAMES[alg]} PCR {pcr} value")
+                return None
+            parts.append(value)
+    return C.hash_bytes(hash_alg, b"".join(parts))
+
+
+def _check_selection(att: Attest, policy: PcrPolicy, v: Verdict) -> None:
+    quoted = {alg: pcrs for alg, pcrs in att.pcr_select if pcrs}
+    wanted = {alg: pcrs for alg, pcrs in policy.tpm_selection() if pcrs}
+    if quoted != wanted:
+        v.add("pcr_selection_mismatch", f"quote covers {_fmt(quoted)}, policy wants {_fmt(wanted)}")
+
+
+def _fmt(sel: dict[int, frozenset[int]]) -> str:
+    parts = [f"{C.HASH_NAMES[a]}:{','.join(map(str, sorted(p)))}" for a, p in sorted(sel.items())]
+    return "+".join(parts) or "nothing"
+
+
+def _check_golden(values: PcrValues, policy: PcrPolicy, v: Verdict) -> None:
+    for bank, golden in sorted(policy.golden.items()):
+        for pcr, want in sorted(golden.items()):
+            got = values.get(bank, {}).get(pcr)
+            if got != want:
+                shown = got.hex() if isinstance(got, bytes) else "missing"
+                v.add(
+                    "pcr_value_mismatch", f"{bank} PCR {pcr} is {shown}, policy wants {want.hex()}"
+                )
+
+
+def _check_clock(now: ClockInfo, prev: ClockInfo | None, v: Verdict) -> None:
+    if not now.safe:
+        v.add("clock_not_safe", "TPM clock is not marked safe: it may have been rolled back")
+    if prev is None:
+        return
+    if now.reset_count < prev.reset_count:
+        v.add(
+            "reset_count_decreased", f"resetCount {now.reset_count} < previous {prev.reset_count}"
+        )
+    elif now.reset_count == prev.reset_count and now.restart_count < prev.restart_count:
+        v.add(
+            "restart_count_decreased",
+            f"restartCount {now.restart_count} < previous {prev.restart_count}",
+        )
+    same_boot = (now.reset_count, now.restart_count) == (prev.reset_count, prev.restart_count)
+    if same_boot and now.clock < prev.clock:
+        v.add("clock_went_backwards", f"clock {now.clock} ms < previous {prev.clock} ms")
+
+
+def verify_quote(
+    ak_public: bytes,
+    quote: bytes,
+    signature: bytes,
+    pcr_values: PcrValues,
+    nonce: bytes,
+    policy: PcrPolicy | None = None,
+    previous_clock: ClockInfo | None = None,
+) -> Verdict:
+    """Verify a TPM2_Quote. Never raises on bad evidence: every failure is a reason."""
+    v = Verdict()
+    try:
+        area, key = _load_ak(bytes(ak_public))
+    except (MalformedEvidence, TypeError) as exc:
+        v.add("ak_malformed", f"AK public key: {exc}")
+        return v
+    if area is None:
+        v.add(
+            "ak_attributes_unchecked",
+            "AK given as a bare public key: restricted/fixedTPM cannot be checked, so this "
+            "verdict is weaker (a non-restricted key could have signed forged bytes)",
+            SEVERITY_WARNING,
+        )
+    else:
+        v.ak_name = area.name()
+        v.ak_attributes_checked = True
+        _check_attributes(area, v)
+    try:
+        sig = parse_signature(bytes(signature))
+        att = parse_attest(bytes(quote))
+    except (MalformedEvidence, TypeError) as exc:
+        code = "signature_malformed" if "SIGNATURE" in str(exc) else "quote_malformed"
+        v.add(code, str(exc))
+        return v
+    if not _check_scheme(area, key, sig, v):
+        return v
+    why = _signature_ok(key, sig, att.raw)
+    if why:
+        v.add("signature_invalid", why)
+        return v
+    return _check_body(v, att, sig, pcr_values, nonce, policy, previous_clock)
+
+
+def _check_body(
+    v: Verdict,
+    att: Attest,
+    sig: Signature,
+    pcr_values: PcrValues,
+    nonce: bytes,
+    policy: PcrPolicy | None,
+    previous_clock: ClockInfo | None,
+) -> Verdict:
+    if att.magic != C.TPM_GENERATED_VALUE:
+        v.add("magic_invalid", f"magic {att.magic:#010x} is not TPM_GENERATED_VALUE: not TPM-made")
+    if att.type != C.TPM_ST_ATTEST_QUOTE:
+        v.add("type_not_quote", f"attestation type {att.type:#06x} is not TPM_ST_ATTEST_QUOTE")
+        return v
+    v.clock = ClockInfo(att.clock, att.reset_count, att.restart_count, att.safe)
+    v.firmware_version = att.firmware_version
+    v.pcr_digest = att.pcr_digest
+    if (
+        not isinstance(nonce, bytes | bytearray)
+        or not MIN_NONCE_BYTES <= len(nonce) <= MAX_NONCE_BYTES
+    ):
+        v.add(
+            "nonce_invalid",
+            f"the verifier's nonce must be {MIN_NONCE_BYTES}..{MAX_NONCE_BYTES} bytes",
+        )
+    elif not hmac.compare_digest(att.extra_data, bytes(nonce)):
+        v.add("nonce_mismatch", "quote extraData is not the nonce we issued (stale or replayed)")
+    if policy is None:
+        policy = PcrPolicy.default()
+        v.add(
+            "policy_default",
+            "no PCR policy: default selection sha256:0,2,7, golden values not checked",
+            SEVERITY_INFO,
+        )
+    elif not policy.has_golden_values:
+        v.add(
+            "no_golden_values",
+            "policy has no golden values: PCR contents not checked",
+            SEVERITY_INFO,
+        )
+    v.policy = policy.to_json()
+    _check_selection(att, policy, v)
+    values = pcr_values if isinstance(pcr_values, dict) else {}
+    expected = _expected_digest(att, sig.hash_alg, values, v)
+    if expected is not None and not hmac.compare_digest(expected, att.pcr_digest):
+        v.add("pcr_digest_mismatch", "the reported PCR values do not hash to the quoted pcrDigest")
+    elif expected is not None:
+        # Only values the signed digest vouches for are reported and compared.
+        v.pcr_values = {
+            C.HASH_NAMES[alg]: {p: values[C.HASH_NAMES[alg]][p] for p in sorted(pcrs)}
+            for alg, pcrs in att.pcr_select
+        }
+        _check_golden(v.pcr_values, policy, v)
+    _check_clock(v.clock, previous_clock, v)
+    return v

@@ -1,0 +1,266 @@
+"""`ledger verify` catches tampering and survives kill -9; receipts re-check offline."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaincode_client.embedded import EmbeddedClient
+from ledger.audit import verify_ledger
+from ledger.engine import EmbeddedLedger
+from ledger.receipt import export_receipt, verify_receipt
+from tests.ledger.conftest import ORG1, StepClock
+from tests.ledger.helpers import attest, js, lease_request, register_node
+
+ROOT = Path(__file__).resolve().parents[2]
+CRASH_ACKS_BEFORE_KILL = 150
+
+
+@pytest.fixture
+def chain(tmp_path: Path, node_tpm) -> Path:
+    """A closed ledger with a node, two attestations, a lease, a settlement and one
+    MVCC-invalid transaction."""
+    path = tmp_path / "ledger.sqlite"
+    ledger = EmbeddedLedger.open(path, block_size=10, block_timeout_s=0.002)
+    clock = StepClock()
+    client = EmbeddedClient(ledger, ledger.enroll(ORG1, "ops"), clock_ns=clock)
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", "H100"), ("GPU-b", "H100")])
+    att = attest(client, node_tpm, "n1", 0)["attestation_id"]
+    attest(client, node_tpm, "n1", 0)
+    client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att]))
+    client.submit(
+        "Settle",
+        js(
+            {
+                "lease_id": "L1",
+                "interval_seq": 0,
+                "attributed_mj": 0,
+                "measured_mj": 7_200_000_000,
+                "tariff_micro_per_kwh": 100,
+                "amount_micro": 200,
+                "telemetry_digest": "cd" * 32,
+            }
+        ),
+    )
+    # two endorsed leases of GPU-b ordered into one block: the second is MVCC-invalid
+    first = ledger.endorse(*_proposal(ledger, client, "L2", clock()))[1]
+    second = ledger.endorse(*_proposal(ledger, client, "L3", clock()))[1]
+    futures = [ledger.order(first), ledger.order(second)]
+    assert [f.result().code for f in futures] == ["VALID", "MVCC_READ_CONFLICT"]
+    ledger.close()
+    return path
+
+
+def _proposal(ledger, client, lease_id, now_ns):
+    from ledger.engine.endorser import make_proposal
+
+    return make_proposal(
+        client.identity,
+        ledger.channel,
+        "CreateLease",
+        [lease_request(lease_id, ["GPU-b"], [_att_of(ledger)])],
+        now_ns,
+        os.urandom(24),
+    )
+
+
+def _att_of(ledger) -> str:
+    return next(
+        json.loads(v)["attestation_id"]
+        for k, (v, _) in ledger.store.state.items()
+        if k.startswith("att:")
+    )
+
+
+def _sql(path: Path, statement: str, *params) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute(statement, params)
+
+
+def _tx(path: Path, fn: str) -> tuple[int, int, str, dict]:
+    with sqlite3.connect(path) as conn:
+        for block, txnum, tx_id, envelope in conn.execute(
+            "SELECT block, txnum, tx_id, envelope FROM txs WHERE block > 0"
+        ):
+            outer = json.loads(envelope)
+            if json.loads(outer["proposal"])["fn"] == fn:
+                return block, txnum, tx_id, outer
+    raise AssertionError(f"no {fn} transaction")
+
+
+def defects(path: Path) -> list[str]:
+    return [str(d) for d in verify_ledger(path).defects]
+
+
+def test_untampered_chain_verifies_including_quotes(chain):
+    report = verify_ledger(chain)
+    assert report.ok, report.defects
+    assert report.quotes == 2 and report.valid == 6 and report.transactions == 7
+
+
+def test_cli_exit_codes(chain):
+    ok = subprocess.run(
+        [sys.executable, "-m", "ledger", "verify", "--path", str(chain)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    _sql(chain, "UPDATE blocks SET hash = ? WHERE number = 2", "f" * 64)
+    bad = subprocess.run(
+        [sys.executable, "-m", "ledger", "verify", "--path", str(chain)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 1 and "DEFECT block 2: block hash" in bad.stdout
+
+
+def test_edited_state_row_is_named(chain):
+    _sql(chain, "UPDATE state SET value = ? WHERE key = 'lease:L1'", b'{"tenant":"me"}')
+    found = defects(chain)
+    assert len(found) == 1 and found[0].startswith("state key 'lease:L1'")
+    assert "last written by block" in found[0]
+
+
+def test_deleted_and_inserted_state_rows_are_named(chain):
+    _sql(chain, "DELETE FROM state WHERE key = 'gpulease:GPU-a'")
+    _sql(chain, "INSERT INTO state VALUES ('gpulease:GPU-x', X'7b7d', 1, 0)")
+    found = " | ".join(defects(chain))
+    assert "state key 'gpulease:GPU-a'" in found and "state key 'gpulease:GPU-x'" in found
+
+
+def test_edited_transaction_is_named(chain):
+    block, txnum, tx_id, outer = _tx(chain, "CreateLease")
+    outer["response"] = outer["response"].replace("tenant-a", "tenant-z")
+    _sql(
+        chain,
+        "UPDATE txs SET envelope = ? WHERE block = ? AND txnum = ?",
+        json.dumps(outer).encode(),
+        block,
+        txnum,
+    )
+    found = defects(chain)
+    assert f"block {block}: data_hash does not match" in " | ".join(found)
+    assert (
+        f"block {block} tx {txnum} ({tx_id}): recorded VALID, recomputed ENDORSEMENT_POLICY_FAILURE"
+    ) in found
+
+
+def test_edited_block_hash_is_named(chain):
+    _sql(chain, "UPDATE blocks SET hash = ? WHERE number = 3", "0" * 64)
+    found = defects(chain)
+    assert "block 3: block hash does not match its header" in found
+    assert "block 4: previous_hash does not match the hash of block 3" in found
+
+
+def test_forged_endorsement_signature_is_named(chain):
+    block, txnum, tx_id, outer = _tx(chain, "Settle")
+    sig = bytearray(base64.b64decode(outer["endorsements"][1]["signature"]))
+    sig[-1] ^= 0x01
+    outer["endorsements"][1]["signature"] = base64.b64encode(bytes(sig)).decode()
+    _sql(
+        chain,
+        "UPDATE txs SET envelope = ? WHERE block = ? AND txnum = ?",
+        json.dumps(outer).encode(),
+        block,
+        txnum,
+    )
+    assert (
+        f"block {block} tx {txnum} ({tx_id}): recorded VALID, recomputed ENDORSEMENT_POLICY_FAILURE"
+    ) in defects(chain)
+
+
+def test_flipped_validation_code_is_named(chain):
+    with sqlite3.connect(chain) as conn:
+        block, txnum, tx_id = conn.execute(
+            "SELECT block, txnum, tx_id FROM txs WHERE code = 'MVCC_READ_CONFLICT'"
+        ).fetchone()
+    _sql(chain, "UPDATE txs SET code = 'VALID' WHERE block = ? AND txnum = ?", block, txnum)
+    assert (
+        f"block {block} tx {txnum} ({tx_id}): recorded VALID, recomputed MVCC_READ_CONFLICT"
+    ) in defects(chain)
+
+
+def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
+    receipt = export_receipt(chain, "L1")
+    fns = [json.loads(json.loads(e["envelope"])["proposal"])["fn"] for e in receipt["transactions"]]
+    assert fns == ["RegisterNode", "RecordAttestation", "CreateLease", "Settle"]
+    assert verify_receipt(json.loads(json.dumps(receipt))) == []
+    out = tmp_path / "L1.json"
+    assert (
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ledger",
+                "receipt",
+                "--path",
+                str(chain),
+                "--lease",
+                "L1",
+                "--out",
+                str(out),
+            ],
+            cwd=ROOT,
+        ).returncode
+        == 0
+    )
+    check = subprocess.run(
+        [sys.executable, "-m", "ledger", "verify-receipt", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode == 0 and check.stdout.strip() == "OK"
+    outer = json.loads(receipt["transactions"][3]["envelope"])
+    proposal = json.loads(outer["proposal"])
+    proposal["args"] = [proposal["args"][0].replace('"amount_micro": 200', '"amount_micro": 2')]
+    outer["proposal"] = json.dumps(proposal)
+    receipt["transactions"][3]["envelope"] = json.dumps(outer)
+    found = verify_receipt(receipt)
+    assert any("envelope does not hash to its place" in d for d in found), found
+    assert any("BAD_CREATOR_SIGNATURE" in d for d in found), found
+    assert any("settlement amount 2 != recomputed 200" in d for d in found), found
+    assert verify_receipt({"config": 1})[0].startswith("receipt is malformed")
+
+
+def test_kill_9_mid_stream_loses_no_acknowledged_transaction(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    for round_ in range(2):  # the second round restarts on the crashed file
+        child = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests/ledger/crash_child.py"), str(path), f"r{round_}"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        acked = []
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("ACK "):
+                acked.append(line.split()[1])
+                if len(acked) >= CRASH_ACKS_BEFORE_KILL:
+                    break
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        report = verify_ledger(path)
+        assert report.ok, report.defects[:5]
+        with sqlite3.connect(path) as conn:
+            committed = {
+                row[0] for row in conn.execute("SELECT tx_id FROM txs WHERE code = 'VALID'")
+            }
+        missing = [tx for tx in acked if tx not in committed]
+        assert not missing, f"{len(missing)} acknowledged transactions missing"
+    ledger = EmbeddedLedger.open(path)  # and the engine carries on from the tip
+    client = EmbeddedClient(ledger, ledger.enroll(ORG1, "after"))
+    assert client.evaluate("GetNode", js({"node_id": "r0-0-0"}))
+    ledger.close()

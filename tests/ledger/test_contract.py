@@ -1,0 +1,279 @@
+"""The Wattlease contract, function by function, on every ledger backend."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from chaincode_client.interface import EndorsementError, TransactionInvalid
+from tests.ledger.conftest import ORG1, ORG2, LedgerEnv
+from tests.ledger.helpers import attest, js, lease_request, quote_request, register_node
+
+H100, A100 = "H100-SXM", "A100-SXM"
+
+
+@pytest.fixture
+def fleet(ledger_env: LedgerEnv, node_tpm) -> dict:
+    """Two Org1 nodes: n1 (2x H100 + 1x A100) and n2 (1x H100), each freshly attested."""
+    client = ledger_env.clients[ORG1]
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100), ("GPU-c", A100)])
+    register_node(client, node_tpm, "n2", 1, [("GPU-d", H100)])
+    return {
+        "n1": attest(client, node_tpm, "n1", 0)["attestation_id"],
+        "n2": attest(client, node_tpm, "n2", 1)["attestation_id"],
+    }
+
+
+def lease(client, lease_id, gpus, atts, tenant="tenant-a") -> dict:
+    return json.loads(
+        client.submit("CreateLease", lease_request(lease_id, gpus, atts, tenant)).payload
+    )
+
+
+# -- nodes ---------------------------------------------------------------------------------
+
+
+def test_registers_node_and_reads_it_back(ledger_client, node_tpm):
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    node = json.loads(ledger_client.evaluate("GetNode", js({"node_id": "n1"})))
+    assert node["org"] == ORG1 and node["ak_epoch"] == 0 and not node["revoked"]
+    assert node["gpus"] == [{"uuid": "GPU-a", "generation": H100}]
+    assert node["pcr_policy"]["pcrs"]["sha256"] == node_tpm.golden
+
+
+def test_rejects_node_claimed_for_another_org(ledger_env, node_tpm):
+    with pytest.raises(EndorsementError, match="belongs to Org2MSP; the caller is Org1MSP"):
+        register_node(ledger_env.clients[ORG1], node_tpm, "n1", 0, [("GPU-a", H100)], org=ORG2)
+
+
+def test_rejects_second_registration_and_gpu_of_another_node(ledger_client, node_tpm):
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    with pytest.raises(EndorsementError, match="already registered"):
+        register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    with pytest.raises(EndorsementError, match="GPU GPU-a is registered to node n1"):
+        register_node(ledger_client, node_tpm, "n2", 1, [("GPU-a", H100)])
+
+
+def test_revoke_ak_only_by_owner_then_reregister_with_new_epoch(ledger_env, node_tpm):
+    org1, org2 = ledger_env.clients[ORG1], ledger_env.clients[ORG2]
+    register_node(org1, node_tpm, "n1", 0, [("GPU-a", H100)])
+    with pytest.raises(EndorsementError, match="belongs to Org1MSP"):
+        org2.submit("RevokeAK", js({"node_id": "n1", "reason": "stolen"}))
+    org1.submit("RevokeAK", js({"node_id": "n1", "reason": "disk swap"}))
+    with pytest.raises(EndorsementError, match="already revoked"):
+        org1.submit("RevokeAK", js({"node_id": "n1"}))
+    with pytest.raises(EndorsementError, match="revoked"):
+        attest(org1, node_tpm, "n1", 0)
+    node = register_node(org1, node_tpm, "n1", 2, [("GPU-a", H100)])
+    assert node["ak_epoch"] == 1 and node["ak_public"] == node_tpm.ak_b64(2)
+
+
+# -- attestations --------------------------------------------------------------------------
+
+
+def test_records_attestation_verified_by_the_contract(ledger_client, node_tpm):
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    record = attest(ledger_client, node_tpm, "n1", 0)
+    assert record["valid"] is True and record["verdict"]["valid"] is True
+    stored = json.loads(
+        ledger_client.evaluate("GetAttestation", js({"attestation_id": record["attestation_id"]}))
+    )
+    assert stored == record
+
+
+def test_replayed_nonce_is_rejected(ledger_client, node_tpm):
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    request = js(quote_request(node_tpm, "n1", 0))
+    ledger_client.submit("RecordAttestation", request)
+    with pytest.raises(EndorsementError, match=r"nonce .* was already used"):
+        ledger_client.submit("RecordAttestation", request)
+
+
+def test_quote_by_another_ak_is_recorded_invalid_and_not_leasable(ledger_client, node_tpm):
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    record = json.loads(
+        ledger_client.submit("RecordAttestation", js(quote_request(node_tpm, "n1", 1))).payload
+    )
+    assert record["valid"] is False and record["verdict"]["reasons"]
+    with pytest.raises(EndorsementError, match="failed verification"):
+        lease(ledger_client, "L1", ["GPU-a"], [record["attestation_id"]])
+
+
+def test_pcrs_off_policy_make_an_invalid_verdict(ledger_client, node_tpm):
+    wrong = {k: "11" * 32 for k in node_tpm.golden}
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)], golden=wrong)
+    assert attest(ledger_client, node_tpm, "n1", 0)["valid"] is False
+
+
+def test_attestation_for_another_orgs_node_is_rejected(ledger_env, node_tpm):
+    register_node(ledger_env.clients[ORG1], node_tpm, "n1", 0, [("GPU-a", H100)])
+    with pytest.raises(EndorsementError, match="belongs to Org1MSP"):
+        attest(ledger_env.clients[ORG2], node_tpm, "n1", 0)
+
+
+# -- leases --------------------------------------------------------------------------------
+
+
+def test_creates_lease_and_answers_queries(ledger_client, fleet):
+    created = lease(ledger_client, "L1", ["GPU-a", "GPU-d"], [fleet["n1"], fleet["n2"]])
+    assert created["status"] == "ACTIVE" and created["org"] == ORG1
+    assert json.loads(ledger_client.evaluate("GetLease", js({"lease_id": "L1"}))) == created
+    by_tenant = json.loads(ledger_client.evaluate("LeasesByTenant", js({"tenant": "tenant-a"})))
+    assert [x["lease_id"] for x in by_tenant] == ["L1"]
+    for node in ("n1", "n2"):
+        by_node = json.loads(ledger_client.evaluate("LeasesByNode", js({"node_id": node})))
+        assert [x["lease_id"] for x in by_node] == ["L1"]
+    history = json.loads(ledger_client.evaluate("GetHistory", js({"key": "lease:L1"})))
+    assert [h["tx_id"] for h in history] == [created["created_tx"]]
+
+
+def test_refuses_busy_unknown_and_unattested_gpus(ledger_client, node_tpm, fleet):
+    lease(ledger_client, "L1", ["GPU-a"], [fleet["n1"]])
+    with pytest.raises(EndorsementError, match="GPU GPU-a is in active lease L1"):
+        lease(ledger_client, "L2", ["GPU-a"], [fleet["n1"]])
+    with pytest.raises(EndorsementError, match="GPU GPU-zz is not registered"):
+        lease(ledger_client, "L2", ["GPU-zz"], [fleet["n1"]])
+    with pytest.raises(EndorsementError, match="node n2 has no good attestation"):
+        lease(ledger_client, "L2", ["GPU-d"], [fleet["n1"]])
+    with pytest.raises(EndorsementError, match="attestation nope does not exist"):
+        lease(ledger_client, "L2", ["GPU-d"], ["nope"])
+    with pytest.raises(EndorsementError, match="lease L1 already exists"):
+        lease(ledger_client, "L1", ["GPU-b"], [fleet["n1"]])
+
+
+def test_refuses_attestation_older_than_policy(ledger_env, node_tpm):
+    if ledger_env.clock is None:
+        pytest.skip("this backend runs on wall-clock time")  # covered on the embedded one
+    client = ledger_env.clients[ORG1]
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], max_age_s=60)
+    att = attest(client, node_tpm, "n1", 0)["attestation_id"]
+    ledger_env.clock.advance(61)
+    with pytest.raises(EndorsementError, match="is 61 s old, policy allows 60 s"):
+        lease(client, "L1", ["GPU-a"], [att])
+    fresh = attest(client, node_tpm, "n1", 0)["attestation_id"]
+    assert lease(client, "L1", ["GPU-a"], [att, fresh])["status"] == "ACTIVE"
+
+
+def test_revoked_ak_makes_node_unleasable(ledger_client, node_tpm, fleet):
+    ledger_client.submit("RevokeAK", js({"node_id": "n1"}))
+    with pytest.raises(EndorsementError, match="AK of node n1 is revoked"):
+        lease(ledger_client, "L1", ["GPU-a"], [fleet["n1"]])
+
+
+def test_end_lease_frees_gpus_once_and_only_for_its_org(ledger_env, fleet):
+    org1, org2 = ledger_env.clients[ORG1], ledger_env.clients[ORG2]
+    lease(org1, "L1", ["GPU-a"], [fleet["n1"]])
+    with pytest.raises(EndorsementError, match="lease L1 belongs to Org1MSP"):
+        org2.submit("EndLease", js({"lease_id": "L1"}))
+    ended = json.loads(org1.submit("EndLease", js({"lease_id": "L1"})).payload)
+    assert ended["status"] == "ENDED"
+    with pytest.raises(EndorsementError, match="L1 is ENDED"):
+        org1.submit("EndLease", js({"lease_id": "L1"}))
+    assert lease(org1, "L2", ["GPU-a"], [fleet["n1"]])["status"] == "ACTIVE"
+
+
+def test_migrates_lease_to_another_generation_only(ledger_client, fleet):
+    lease(ledger_client, "L1", ["GPU-a"], [fleet["n1"]])
+    with pytest.raises(EndorsementError, match="must move to another generation"):
+        ledger_client.submit(
+            "MigrateLease",
+            js({"lease_id": "L1", "gpus": ["GPU-d"], "attestation_ids": [fleet["n2"]]}),
+        )
+    moved = json.loads(
+        ledger_client.submit(
+            "MigrateLease",
+            js({"lease_id": "L1", "gpus": ["GPU-c"], "attestation_ids": [fleet["n1"]]}),
+        ).payload
+    )
+    assert [g["uuid"] for g in moved["gpus"]] == ["GPU-c"]
+    assert moved["migrations"][0]["from"][0]["uuid"] == "GPU-a"
+    assert lease(ledger_client, "L2", ["GPU-a"], [fleet["n1"]])["status"] == "ACTIVE"
+
+
+def test_concurrent_conflicting_leases_exactly_one_wins(ledger_env, fleet):
+    clients = [ledger_env.new_client(ORG1) for _ in range(8)]
+    barrier = threading.Barrier(len(clients))
+    outcomes: list[str] = []
+
+    def contend(i: int) -> None:
+        barrier.wait()
+        try:
+            lease(clients[i], f"race-{i}", ["GPU-b"], [fleet["n1"]])
+            outcomes.append("won")
+        except TransactionInvalid as exc:
+            outcomes.append(exc.receipt.validation_code)
+        except EndorsementError as exc:  # simulated after the winner committed
+            outcomes.append("busy" if "in active lease" in str(exc) else str(exc))
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(len(clients))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("won") == 1, outcomes
+    assert set(outcomes) <= {"won", "MVCC_READ_CONFLICT", "busy"}, outcomes
+
+
+# -- settlements ---------------------------------------------------------------------------
+
+
+def settle_request(**overrides) -> str:
+    request = {
+        "lease_id": "L1",
+        "interval_seq": 0,
+        "attributed_mj": 3_600_000_000,
+        "measured_mj": 4_500_000_000,
+        "tariff_micro_per_kwh": 250_000,
+        "amount_micro": 62_500,
+        "telemetry_digest": "ab" * 32,
+    }
+    request.update(overrides)
+    return js(request)
+
+
+def test_settle_is_idempotent_by_business_key(ledger_env, fleet):
+    client = ledger_env.clients[ORG1]
+    lease(client, "L1", ["GPU-a"], [fleet["n1"]])
+    first = client.submit("Settle", settle_request())
+    again = client.submit("Settle", settle_request())
+    assert json.loads(again.payload) == json.loads(first.payload)
+    settlements = json.loads(client.evaluate("GetSettlements", js({"lease_id": "L1"})))
+    assert len(settlements) == 1 and settlements[0]["amount_micro"] == 62_500
+    with pytest.raises(
+        EndorsementError, match="already recorded with different amount_micro, measured_mj"
+    ):
+        client.submit("Settle", settle_request(measured_mj=9_000_000_000, amount_micro=312_500))
+
+
+def test_settle_rejects_wrong_amount_unknown_lease_and_other_org(ledger_env, fleet):
+    client = ledger_env.clients[ORG1]
+    lease(client, "L1", ["GPU-a"], [fleet["n1"]])
+    with pytest.raises(EndorsementError, match="expected 62500"):
+        client.submit("Settle", settle_request(amount_micro=62_501))
+    with pytest.raises(EndorsementError, match="lease L9 does not exist"):
+        client.submit("Settle", settle_request(lease_id="L9"))
+    with pytest.raises(EndorsementError, match="belongs to Org1MSP"):
+        ledger_env.clients[ORG2].submit("Settle", settle_request())
+    with pytest.raises(EndorsementError, match="floats are not accepted"):
+        client.submit("Settle", settle_request(amount_micro=62500.0))
+
+
+def test_every_state_change_emits_an_event(ledger_env, fleet):
+    client = ledger_env.clients[ORG1]
+    lease(client, "L1", ["GPU-a"], [fleet["n1"]])
+    client.submit("EndLease", js({"lease_id": "L1"}))
+    names = []
+    for event in client.events(start_block=0):
+        names.append(event.name)
+        if event.name == "LeaseEnded":
+            break
+    assert names == [
+        "NodeRegistered",
+        "NodeRegistered",
+        "AttestationRecorded",
+        "AttestationRecorded",
+        "LeaseCreated",
+        "LeaseEnded",
+    ]
