@@ -23,7 +23,14 @@ demo: setup
 test: setup
 	$(PY) -m tests.run_all
 
-setup: system-packages $(VENV_STAMP)
+NODE_STAMP := bench/fabric-node/node_modules/.installed-$(shell sha256sum bench/fabric-node/package-lock.json | cut -c1-16)
+
+setup: system-packages $(VENV_STAMP) $(NODE_STAMP)
+
+# the official Node Fabric Gateway client: the reference the Python client is checked against
+$(NODE_STAMP): bench/fabric-node/package-lock.json
+	cd bench/fabric-node && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 system-packages:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do \
@@ -34,6 +41,9 @@ system-packages:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing \
 		|| { echo "apt-get failed: run 'make setup' as root on Debian 12"; exit 1; }; \
 	fi
+	@# Node.js: the machine's own if it has one (Debian's npm conflicts with other builds)
+	@command -v npm >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
 
 $(VENV_STAMP): requirements.lock pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11"; exit 1; }

@@ -17,6 +17,13 @@ from tests.services import temporary_postgres, temporary_redis
 
 PY = sys.executable
 NO_TESTS_COLLECTED = 5
+# Not a silent skip: said on every run, and the reason is issue 5's blocker.
+FABRIC_NOTICE = """
+!!! NOT RUN: tests marked `fabric` (a real Fabric network). The Go module proxy answers
+!!! 403 Forbidden for every github.com/hyperledger/* module, so Fabric's peer and orderer
+!!! cannot be built here (issue 5 is blocked on this). Run them where Fabric builds:
+!!!   .venv/bin/python -m pytest -m fabric tests/fabric
+"""
 
 
 def step(title: str, cmd: list[str], env: dict[str, str] | None = None) -> None:
@@ -35,7 +42,12 @@ def main() -> None:
     step("ruff format", [PY, "-m", "ruff", "format", "--check", "."])
     step("django checks", [PY, "manage.py", "check", "--fail-level", "WARNING"])
     step("migrations", [PY, "manage.py", "makemigrations", "--check", "--dry-run"])
-    step("tests (SQLite, embedded ledger)", [PY, "-m", "pytest", "-p", "no:cacheprovider"])
+    step("mypy (pure libraries)", [PY, "-m", "mypy"])
+    print(FABRIC_NOTICE, flush=True)
+    step(
+        "tests (SQLite, embedded ledger)",
+        [PY, "-m", "pytest", "-p", "no:cacheprovider", "-m", "not fabric"],
+    )
     print("\n=== starting private PostgreSQL and Redis for the production-path run", flush=True)
     with temporary_postgres() as database_url, temporary_redis() as redis_url:
         step(

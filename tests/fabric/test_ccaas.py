@@ -12,7 +12,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 
+from attest import tpm_constants as C
 from chaincode_client.fabric.identity import load_msp
 from chaincode_client.fabric_network.ccaas_server import (
     ServerConfigError,
@@ -26,13 +28,16 @@ from chaincode_client.fabric_network.package import (
     package_id,
 )
 from chaincode_client.fabric_network.shim_adapter import make_server
+from tests.attest.builders import ecc_public
 from tests.fabric.pki import make_msp
 from tests.fabric.shim_driver import PeerDriver
 
+# a restricted ECDSA signing key's public area, as a TPM would report it (key made here)
+AK_PUBLIC = ecc_public(ec.generate_private_key(ec.SECP256R1()).public_key(), C.AK_REQUIRED_ATTRS)
 NODE = {
     "node_id": "node-1",
     "org": "Org1MSP",
-    "ak_public": base64.b64encode(b"\x00\x01ak").decode(),
+    "ak_public": base64.b64encode(AK_PUBLIC).decode(),
     "gpus": [{"uuid": "GPU-1", "generation": "H100"}],
     "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 3600},
 }
