@@ -89,10 +89,8 @@ class _Where:
             return f"{self.kind}[{self.index}] {name[:MAX_ID_CHARS]!r}"
         return f"{self.kind}[{self.index}]"
 
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
-
-
-_where = _Where
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _id(entry: dict[str, Any], key: str, where: object) -> str:
@@ -157,7 +155,7 @@ def _unique(seen: set[str], value: str, where: object, kind: str) -> None:
 
 
 def _site(entry: Any, index: int, default_tariff: Decimal) -> Site:
-    where = _where("sites", index, entry)
+    where = _Where("sites", index, entry)
     entry = _object(entry, where)
     return Site(
         id=_id(entry, "id", where),
@@ -169,7 +167,7 @@ def _site(entry: Any, index: int, default_tariff: Decimal) -> Site:
 
 
 def _gpu(entry: Any, index: int, catalogue: Catalogue, sites: dict[str, Site]) -> Gpu:
-    where = _where("gpus", index, entry)
+    where = _Where("gpus", index, entry)
     entry = _object(entry, where)
     generation = _id(entry, "generation", where)
     if generation not in catalogue.generations:
@@ -191,7 +189,7 @@ def _gpu(entry: Any, index: int, catalogue: Catalogue, sites: dict[str, Site]) -
 
 
 def _job(entry: Any, index: int) -> Job:
-    where = _where("jobs", index, entry)
+    where = _Where("jobs", index, entry)
     entry = _object(entry, where)
     precision = entry.get("precision")
     if precision not in PRECISIONS:
@@ -208,7 +206,7 @@ def _job(entry: Any, index: int) -> Job:
 
 
 def _lease(entry: Any, index: int, gpus: dict[str, Gpu], taken: set[str]) -> Lease:
-    where = _where("leases", index, entry)
+    where = _Where("leases", index, entry)
     entry = _object(entry, where)
     ids = entry.get("gpus")
     if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_GPUS_PER_JOB:
@@ -238,25 +236,25 @@ def parse_plan_input(data: Any, catalogue: Catalogue) -> PlanInput:
     for index, entry in enumerate(_list(data, "sites", MAX_GPUS)):
         site = _site(entry, index, tariff)
         if site.id in sites:
-            raise PlanInputError(f"{_where('sites', index, entry)}: duplicate site id {site.id!r}")
+            raise PlanInputError(f"{_Where('sites', index, entry)}: duplicate site id {site.id!r}")
         sites[site.id] = site
     gpus: dict[str, Gpu] = {}
     for index, entry in enumerate(_list(data, "gpus", MAX_GPUS)):
         gpu = _gpu(entry, index, catalogue, sites)
         if gpu.id in gpus:
-            raise PlanInputError(f"{_where('gpus', index, entry)}: duplicate GPU id {gpu.id!r}")
+            raise PlanInputError(f"{_Where('gpus', index, entry)}: duplicate GPU id {gpu.id!r}")
         gpus[gpu.id] = gpu
     jobs: list[Job] = []
     job_ids: set[str] = set()
     for index, entry in enumerate(_list(data, "jobs", MAX_JOBS)):
         job = _job(entry, index)
-        _unique(job_ids, job.id, _where("jobs", index, entry), "job")
+        _unique(job_ids, job.id, _Where("jobs", index, entry), "job")
         jobs.append(job)
     leases: list[Lease] = []
     lease_ids: set[str] = set()
     taken: set[str] = set()
     for index, entry in enumerate(_list(data, "leases", MAX_LEASES, required=False)):
         lease = _lease(entry, index, gpus, taken)
-        _unique(lease_ids, lease.id, _where("leases", index, entry), "lease")
+        _unique(lease_ids, lease.id, _Where("leases", index, entry), "lease")
         leases.append(lease)
     return PlanInput(tuple(gpus.values()), sites, tuple(jobs), tuple(leases))

@@ -3,6 +3,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -48,6 +49,7 @@ def test_nvml_probe_never_crashes_a_fresh_process():
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0 and done.stdout.count("\n") == 1
     assert done.stdout.startswith(("NVML unavailable: ", "NVML: "))
