@@ -20,9 +20,11 @@ from scheduler.settlement import (
     terms_from_price_line,
 )
 from scheduler.telemetry.replay import ReplaySource, load_trace, write_trace
+from scheduler.telemetry.source import ChosenSource, open_telemetry
 from scheduler.telemetry.synthetic import synthetic_fleet, synthetic_trace
 
 __all__ = [
+    "ChosenSource",
     "GpuCondition",
     "LeaseTerms",
     "PoolState",
@@ -33,6 +35,7 @@ __all__ = [
     "idle_heatmap",
     "lease_terms",
     "load_trace",
+    "open_telemetry",
     "plan_batch",
     "price_lease",
     "settle_interval",

@@ -11,6 +11,7 @@ from scheduler.catalogue import PRECISIONS, Catalogue
 from scheduler.pricing import MAX_POWER_W, MAX_PUE, MIN_PUE
 
 MAX_ID_CHARS = 128
+MAX_NUMBER_CHARS = 64  # a decimal string longer than this is not a price or a duration
 MAX_GPUS = 200_000
 MAX_JOBS = 1_000_000
 MAX_LEASES = 200_000
@@ -89,10 +90,8 @@ class _Where:
             return f"{self.kind}[{self.index}] {name[:MAX_ID_CHARS]!r}"
         return f"{self.kind}[{self.index}]"
 
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
-
-
-_where = _Where
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _id(entry: dict[str, Any], key: str, where: object) -> str:
@@ -105,14 +104,16 @@ def _id(entry: dict[str, Any], key: str, where: object) -> str:
 def _bool(entry: dict[str, Any], key: str, where: object, default: bool | None = None) -> bool:
     value = entry.get(key, default)
     if not isinstance(value, bool):
-        raise PlanInputError(f"{where}: {key!r} must be true or false, got {value!r}")
+        raise PlanInputError(f"{where}: {key!r} must be true or false, got {_show(value)}")
     return value
 
 
 def _int(entry: dict[str, Any], key: str, where: object, lo: int, hi: int) -> int:
     value = entry.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise PlanInputError(f"{where}: {key!r} must be an integer in [{lo}, {hi}], got {value!r}")
+        raise PlanInputError(
+            f"{where}: {key!r} must be an integer in [{lo}, {hi}], got {_show(value)}"
+        )
     return value
 
 
@@ -121,14 +122,25 @@ def _number(
 ) -> Decimal:
     value = entry.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
-        raise PlanInputError(f"{where}: {key!r} must be a number, got {value!r}")
+        raise PlanInputError(f"{where}: {key!r} must be a number, got {_show(value)}")
+    if isinstance(value, str) and len(value) > MAX_NUMBER_CHARS:
+        raise PlanInputError(f"{where}: {key!r} is longer than {MAX_NUMBER_CHARS} characters")
     try:
-        number = Decimal(str(value)) if not isinstance(value, Decimal) else value
+        # int and Decimal convert exactly; float goes through its shortest repr ("0.1").
+        number = Decimal(value) if isinstance(value, (int, Decimal)) else Decimal(str(value))
     except InvalidOperation:
-        raise PlanInputError(f"{where}: {key!r} is not a number: {str(value)[:40]!r}") from None
+        raise PlanInputError(f"{where}: {key!r} is not a number: {_show(value)}") from None
     if not number.is_finite() or not lo <= number <= hi:
-        raise PlanInputError(f"{where}: {key!r} must be in [{lo}, {hi}], got {str(value)[:40]}")
+        raise PlanInputError(f"{where}: {key!r} must be in [{lo}, {hi}], got {_show(number)}")
     return number
+
+
+def _show(value: object) -> str:
+    """A bounded rendering of an untrusted value for an error message."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value) if not isinstance(value, Decimal) else str(value)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _optional(entry: dict[str, Any], key: str, where: object, lo: Decimal, hi: Decimal):
@@ -157,7 +169,7 @@ def _unique(seen: set[str], value: str, where: object, kind: str) -> None:
 
 
 def _site(entry: Any, index: int, default_tariff: Decimal) -> Site:
-    where = _where("sites", index, entry)
+    where = _Where("sites", index, entry)
     entry = _object(entry, where)
     return Site(
         id=_id(entry, "id", where),
@@ -169,7 +181,7 @@ def _site(entry: Any, index: int, default_tariff: Decimal) -> Site:
 
 
 def _gpu(entry: Any, index: int, catalogue: Catalogue, sites: dict[str, Site]) -> Gpu:
-    where = _where("gpus", index, entry)
+    where = _Where("gpus", index, entry)
     entry = _object(entry, where)
     generation = _id(entry, "generation", where)
     if generation not in catalogue.generations:
@@ -191,11 +203,11 @@ def _gpu(entry: Any, index: int, catalogue: Catalogue, sites: dict[str, Site]) -
 
 
 def _job(entry: Any, index: int) -> Job:
-    where = _where("jobs", index, entry)
+    where = _Where("jobs", index, entry)
     entry = _object(entry, where)
     precision = entry.get("precision")
     if precision not in PRECISIONS:
-        raise PlanInputError(f"{where}: unknown precision {precision!r} (known: {PRECISIONS})")
+        raise PlanInputError(f"{where}: unknown precision {_show(precision)} (known: {PRECISIONS})")
     return Job(
         id=_id(entry, "id", where),
         gpus=_int(entry, "gpus", where, 1, MAX_GPUS_PER_JOB),
@@ -208,7 +220,7 @@ def _job(entry: Any, index: int) -> Job:
 
 
 def _lease(entry: Any, index: int, gpus: dict[str, Gpu], taken: set[str]) -> Lease:
-    where = _where("leases", index, entry)
+    where = _Where("leases", index, entry)
     entry = _object(entry, where)
     ids = entry.get("gpus")
     if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_GPUS_PER_JOB:
@@ -216,7 +228,7 @@ def _lease(entry: Any, index: int, gpus: dict[str, Gpu], taken: set[str]) -> Lea
     for gpu_id in ids:
         gpu = gpus.get(gpu_id) if isinstance(gpu_id, str) else None
         if gpu is None:
-            raise PlanInputError(f"{where}: GPU {gpu_id!r} is not in 'gpus'")
+            raise PlanInputError(f"{where}: GPU {_show(gpu_id)} is not in 'gpus'")
         if gpu.free:
             raise PlanInputError(f"{where}: GPU {gpu_id!r} is leased but marked free")
         _unique(taken, gpu_id, where, "leased GPU")
@@ -238,25 +250,25 @@ def parse_plan_input(data: Any, catalogue: Catalogue) -> PlanInput:
     for index, entry in enumerate(_list(data, "sites", MAX_GPUS)):
         site = _site(entry, index, tariff)
         if site.id in sites:
-            raise PlanInputError(f"{_where('sites', index, entry)}: duplicate site id {site.id!r}")
+            raise PlanInputError(f"{_Where('sites', index, entry)}: duplicate site id {site.id!r}")
         sites[site.id] = site
     gpus: dict[str, Gpu] = {}
     for index, entry in enumerate(_list(data, "gpus", MAX_GPUS)):
         gpu = _gpu(entry, index, catalogue, sites)
         if gpu.id in gpus:
-            raise PlanInputError(f"{_where('gpus', index, entry)}: duplicate GPU id {gpu.id!r}")
+            raise PlanInputError(f"{_Where('gpus', index, entry)}: duplicate GPU id {gpu.id!r}")
         gpus[gpu.id] = gpu
     jobs: list[Job] = []
     job_ids: set[str] = set()
     for index, entry in enumerate(_list(data, "jobs", MAX_JOBS)):
         job = _job(entry, index)
-        _unique(job_ids, job.id, _where("jobs", index, entry), "job")
+        _unique(job_ids, job.id, _Where("jobs", index, entry), "job")
         jobs.append(job)
     leases: list[Lease] = []
     lease_ids: set[str] = set()
     taken: set[str] = set()
     for index, entry in enumerate(_list(data, "leases", MAX_LEASES, required=False)):
         lease = _lease(entry, index, gpus, taken)
-        _unique(lease_ids, lease.id, _where("leases", index, entry), "lease")
+        _unique(lease_ids, lease.id, _Where("leases", index, entry), "lease")
         leases.append(lease)
     return PlanInput(tuple(gpus.values()), sites, tuple(jobs), tuple(leases))

@@ -7,7 +7,7 @@ decide *where*, to lower the total attributed energy cost of the admitted work:
    priority order, so a small high-priority job may have taken the cheapest pool from a
    big low-priority one.
 2. Move: each job in turn gives its GPUs back and takes the cheapest option now free.
-   Then pair re-placement (`scheduler.relocate.pair_replace`).
+   Then group re-placement and forced pool moves (`scheduler.relocate`).
 3. Swap: two jobs of the same size exchange GPU sets when both stay feasible and the total
    drops. Needed across precisions: an H100's FP32 advantage over an A100 is not its FP16
    advantage, so jobs rank pools differently. Bounded by MAX_PAIR_CHECKS.
@@ -27,14 +27,15 @@ from decimal import Decimal
 from scheduler.fleet import Job
 from scheduler.pools import Pool, best_choice, ranked_choices
 from scheduler.pricing import Pricer
-from scheduler.relocate import MAX_FORCE_MOVES, Budget, force_pool, pair_replace
+from scheduler.relocate import MAX_FORCE_MOVES, Budget, force_pool, group_replace
 
 MAX_REPLACE_PLACEMENTS = 5_000  # job placements spent by the re-place pass
 MAX_SHUFFLES = 48  # seeded random orders tried on top of the heuristic ones
 SHUFFLE_SEED = 0x5EED  # fixed: the same input always gives the same plan
 SECOND_BEST_P = 0.25  # in shuffled restarts, how often a job takes its second-best option
 MAX_REFIT_PLACEMENTS = 40_000  # job placements spent re-fitting during admission, per plan
-MAX_REFIT_PER_JOB = 2_000  # ... and per job that does not fit
+MAX_REFIT_PER_JOB = 3_000  # ... and per job that does not fit
+MAX_REFIT_SHUFFLES = 400
 FIXED_ORDERS = 6
 REFIT_MAX_JOBS = 200  # re-fitting a bigger admitted set per failing job costs too much
 MAX_PAIR_CHECKS = 60_000  # pair evaluations per plan: ~0.1 s on the reference VM
@@ -81,7 +82,7 @@ def improve(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> Assigned:
     The pools' free lists are kept in step with the returned assignment."""
     assigned = replace_by_work(assigned, eligible, pricer)
     assigned = move(assigned, eligible)
-    assigned = pair_replace(assigned, eligible, pricer)
+    assigned = group_replace(assigned, eligible, pricer)
     assigned = force_pool(assigned, eligible, pricer, Budget(MAX_FORCE_MOVES))
     swapped = swap(assigned, pricer)
     if [t for _, t, _ in swapped] == [t for _, t, _ in assigned]:
@@ -102,7 +103,11 @@ def _pool_costs(job: Job, eligible: Eligible, pricer: Pricer) -> list[Decimal]:
 
 
 def _orders(
-    jobs: list[Job], eligible: Eligible, pricer: Pricer, placements: int
+    jobs: list[Job],
+    eligible: Eligible,
+    pricer: Pricer,
+    placements: int,
+    max_shuffles: int = MAX_SHUFFLES,
 ) -> list[list[Job]]:
     """Candidate placement orders. By per-GPU work (the rearrangement order within one
     precision); by regret (how much a job loses if its best pool is gone: across
@@ -134,7 +139,7 @@ def _orders(
     affordable = max(1, placements // max(len(jobs), 1))
     orders = [sorted(jobs, key=key) if key else list(jobs) for key in keys[:affordable]]
     rng = random.Random(SHUFFLE_SEED)
-    for _ in range(min(MAX_SHUFFLES, affordable - len(orders))):
+    for _ in range(min(max_shuffles, affordable - len(orders))):
         shuffled = list(jobs)
         rng.shuffle(shuffled)
         orders.append(shuffled)
@@ -177,17 +182,22 @@ def refit(
 ) -> Assigned | None:
     """Admission's last resort before preemption: can the admitted jobs plus `job` all fit
     if everything is placed again, in one of the candidate orders? Returns the cheapest
-    complete assignment (pools updated) or None (pools unchanged)."""
+    complete assignment (pools updated) or None (pools unchanged). Orders: the heuristic
+    ones, then seeded randomised restarts (the cost matters too: the improvement passes
+    that follow are local and cannot undo a poor packing)."""
     if len(assigned) + 1 > REFIT_MAX_JOBS or budget.left < (len(assigned) + 1) * FIXED_ORDERS:
         return None
     extended = [*(j for j, _, _ in assigned), job]
-    orders = _orders(extended, eligible, pricer, min(budget.left, MAX_REFIT_PER_JOB))
-    budget.left -= len(extended) * len(orders)
+    orders = _orders(
+        extended, eligible, pricer, min(budget.left, MAX_REFIT_PER_JOB), MAX_REFIT_SHUFFLES
+    )
     for _, taken, pool in assigned:
         pool.give_back(taken)
+    rng = random.Random(SHUFFLE_SEED)
     best, best_cost = None, None
-    for order in orders:
-        placed = _place_in_order(order, eligible)
+    for number, order in enumerate(orders):
+        budget.left -= len(extended)
+        placed = _place_in_order(order, eligible, rng if number >= FIXED_ORDERS else None)
         if placed is not None and (best_cost is None or _total(placed, pricer) < best_cost):
             best, best_cost = placed, _total(placed, pricer)
     for _, taken, pool in best or assigned:

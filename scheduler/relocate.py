@@ -3,13 +3,13 @@
 * `make_room`: a job that does not fit may still fit if already-placed jobs move
   elsewhere (e.g. a 2-GPU FP16 job sitting on the only FP8-capable node). Tried before
   preemption: moving a job costs energy, ending a lease costs a tenant its run.
-* `pair_replace`: give two placed jobs' GPUs back and place them again in both orders;
-  keep the cheapest outcome. Fixes packing mistakes, e.g. a 2-GPU job splitting the only
-  4-GPU node that a 4-GPU single-node job needed.
+* `group_replace`: give two to four placed jobs' GPUs back and place them again in every
+  order; keep the cheapest outcome. Fixes packing mistakes, e.g. a 2-GPU job splitting the
+  only 4-GPU node that a 4-GPU single-node job needed.
 
-Both are bounded (MAX_ROOM_TRIES, MAX_PAIR_REPLACES) so a 50,000-job batch stays fast;
-both are deterministic (fixed visiting order) and never leave the pools out of step with
-the assignment.
+All are bounded (MAX_ROOM_TRIES, MAX_GROUP_TRIALS, MAX_FORCE_MOVES) so a 50,000-job
+batch stays fast; all are deterministic (fixed visiting order) and never leave the pools
+out of step with the assignment.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from scheduler.pricing import Pricer
 
 MAX_ROOM_TRIES = 1_000  # relocations tried per plan by make_room
 ROOM_SCAN = 512  # make_room looks at the most recently admitted (lowest-priority) jobs
-MAX_PAIR_REPLACES = 800  # pairs re-placed per plan by pair_replace
+MAX_GROUP_TRIALS = 800  # job groups re-placed per plan by group_replace
+MAX_GROUP = 4  # largest group (4! = 24 orders each)
 MAX_FORCE_MOVES = 1_500  # (job, pool) moves tried per plan by force_pool
 FORCE_MAX_JOBS = 300
 MAX_PERMUTED = 4  # lifted jobs re-placed in every order up to this many (4! = 24)
@@ -113,44 +114,49 @@ def _cost(job: Job, taken: Taken, pool: Pool, pricer: Pricer) -> Decimal:
     return work * sum(key for key, _, _ in taken) * pool.factor(job.precision)
 
 
-def _place_pair(first: Job, second: Job, eligible: Eligible, pricer: Pricer):
-    """Place two jobs in this order; returns (cost, placements) or None, pools restored."""
+def _place_group(jobs: tuple[Job, ...], eligible: Eligible, pricer: Pricer):
+    """Place jobs in this order; returns (cost, placements) or None; pools restored."""
     placed = []
-    for job in (first, second):
+    for job in jobs:
         choice = best_choice(eligible(job), job)
         if choice is None:
             break
         placed.append((job, choice.take(job.gpus), choice.pool))
     for _, taken, pool in placed:
         pool.give_back(taken)
-    if len(placed) < 2:
+    if len(placed) < len(jobs):
         return None
     return sum((_cost(j, t, p, pricer) for j, t, p in placed), Decimal(0)), placed
 
 
-def pair_replace(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> Assigned:
+def group_replace(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> Assigned:
+    """Give k placed jobs' GPUs back (k = 2, 3, 4: pairs first) and place them again in
+    every order; keep the cheapest outcome if it beats the current one. k = 4 reaches
+    chains such as: a big FP32 job takes the pool two small jobs were on, one of them
+    moves where a third was, and the third takes the big job's old GPUs."""
     result = list(assigned)
-    budget = Budget(MAX_PAIR_REPLACES)
-    for a in range(len(result)):
-        for b in range(a + 1, len(result)):
+    budget = Budget(MAX_GROUP_TRIALS)
+    for size in range(2, MAX_GROUP + 1):
+        for group in itertools.combinations(range(len(result)), size):
             if not budget.spend():
                 return result
-            (ja, ta, pa), (jb, tb, pb) = result[a], result[b]
-            now = _cost(ja, ta, pa, pricer) + _cost(jb, tb, pb, pricer)
-            pa.give_back(ta)
-            pb.give_back(tb)
+            before = [result[i] for i in group]
+            now = sum((_cost(j, t, p, pricer) for j, t, p in before), Decimal(0))
+            for _, taken, pool in before:
+                pool.give_back(taken)
             best = None
-            for first, second in ((ja, jb), (jb, ja)):
-                outcome = _place_pair(first, second, eligible, pricer)
+            for order in itertools.permutations(j for j, _, _ in before):
+                outcome = _place_group(order, eligible, pricer)
                 if outcome and outcome[0] < now and (best is None or outcome[0] < best[0]):
                     best = outcome
             if best is None:
-                pa.take_exact(ta)
-                pb.take_exact(tb)
+                for _, taken, pool in before:
+                    pool.take_exact(taken)
                 continue
+            index = {id(job): i for i, (job, _, _) in zip(group, before, strict=True)}
             for job, taken, pool in best[1]:
                 pool.take_exact(taken)
-                result[a if job is ja else b] = (job, taken, pool)
+                result[index[id(job)]] = (job, taken, pool)
     return result
 
 

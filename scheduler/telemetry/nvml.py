@@ -9,10 +9,13 @@ NVML error is turned into NvmlUnavailable or skipped per GPU with a note.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.telemetry.sample import TelemetryError, TelemetrySample
+
+DEFAULT_INTERVAL_S = 5.0
 
 
 class NvmlUnavailable(RuntimeError):
@@ -93,6 +96,14 @@ class NvmlSource:
             util_mem_pct=int(rates.memory),
             temp_c=int(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
         )
+
+    def stream(
+        self, interval_s: float = DEFAULT_INTERVAL_S, sleep: Callable[[float], None] = time.sleep
+    ) -> Iterator[TelemetrySample]:
+        """Read every `interval_s` seconds, forever (the caller stops iterating)."""
+        while True:
+            yield from self.read().samples
+            sleep(interval_s)
 
 
 def probe() -> str:

@@ -159,3 +159,16 @@ def test_parser_on_near_valid_input_either_accepts_or_names_the_entry(catalogue,
         assert str(exc).startswith(("gpus[", "jobs[")), str(exc)
     else:
         assert all(j.hours >= 0 and j.gpus >= 1 for j in parsed.jobs)
+
+
+def test_absurd_numbers_get_bounded_messages(catalogue):
+    for hours, expected in (
+        (10**5000, "must be in [0, 8784], got 1000"),
+        ("9" * 100, "longer than 64"),
+        ("NaN", "must be in"),
+        ([1] * 1000, "must be a number, got [1, 1"),
+    ):
+        raw = plan_input(node("n", "L40S", 1), [job("j", hours=hours)])
+        with pytest.raises(PlanInputError) as info:
+            parse_plan_input(raw, catalogue)
+        assert expected in str(info.value) and len(str(info.value)) < 200

@@ -13,7 +13,7 @@ from scheduler.fleet import parse_plan_input
 from scheduler.fleetgen import synthetic_plan_input
 from scheduler.placement import plan
 
-INSTANCES = 160
+INSTANCES = 200
 MAX_GAP = 0.02
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -48,6 +49,7 @@ def test_nvml_probe_never_crashes_a_fresh_process():
         capture_output=True,
         text=True,
         timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0 and done.stdout.count("\n") == 1
     assert done.stdout.startswith(("NVML unavailable: ", "NVML: "))
@@ -167,3 +169,19 @@ def test_synthetic_trace_follows_the_profile_and_keeps_bandwidth_beside_compute(
 def test_synthetic_trace_is_deterministic():
     fleet = synthetic_fleet(5, seed=2)
     assert list(synthetic_trace(fleet, 0, 1, seed=3)) == list(synthetic_trace(fleet, 0, 1, seed=3))
+
+
+@pytest.mark.skipif(nvml_present(), reason="this test is for machines without NVML")
+def test_without_nvml_the_configured_trace_is_replayed_and_the_note_says_why(tmp_path):
+    from scheduler.telemetry.source import open_telemetry
+
+    path = tmp_path / "trace.csv"
+    write_trace([sample(0), sample(1000)], path)
+    chosen = open_telemetry("nvml", trace=path, speed=0)
+    assert chosen.kind == "replay" and "\n" not in chosen.note
+    assert chosen.note.startswith("NVML unavailable: ") and f"replaying {path}" in chosen.note
+    assert [s.t_ms for s in chosen.samples] == [0, 1000]
+    with pytest.raises(TelemetryError, match="no trace file is configured"):
+        open_telemetry("nvml")
+    with pytest.raises(TelemetryError, match="unknown telemetry source 'dcgm'"):
+        open_telemetry("dcgm")
