@@ -243,7 +243,12 @@ class WattleaseContract(Contract):
         """{lease_id}"""
         req = args.load_object(request)
         stub = ctx.get_stub()
-        lease = await rules.active_lease(ctx, args.identifier(req, "lease_id"))
+        lease_id = args.identifier(req, "lease_id")
+        ended = await rules.load_lease(stub, lease_id)
+        if ended["status"] == ENDED:
+            rules.require_org(ctx, ended["org"], f"lease {lease_id}")
+            return _out(ended)  # ending twice is a retry: same answer, nothing written
+        lease = await rules.active_lease(ctx, lease_id)
         for gpu in lease["gpus"]:
             await stub.delete_state(GPU_LEASE + gpu["uuid"])
         lease.update(status=ENDED, ended_tx=stub.get_txid(), ended_ns=tx_time_ns(stub))
@@ -257,6 +262,8 @@ class WattleaseContract(Contract):
         gpu_ids, att_ids = args.id_list(req, "gpus"), args.id_list(req, "attestation_ids")
         stub = ctx.get_stub()
         lease = await rules.active_lease(ctx, args.identifier(req, "lease_id"))
+        if sorted(g["uuid"] for g in lease["gpus"]) == sorted(gpu_ids) and lease["migrations"]:
+            return _out(lease)  # already moved there: a retried submission, nothing written
         now = tx_time_ns(stub)
         gpus = await rules.claimable(stub, gpu_ids, att_ids, now)
         old_generations = {g["generation"] for g in lease["gpus"]}

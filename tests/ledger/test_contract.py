@@ -175,8 +175,10 @@ def test_end_lease_frees_gpus_once_and_only_for_its_org(ledger_env, fleet):
         org2.submit("EndLease", js({"lease_id": "L1"}))
     ended = json.loads(org1.submit("EndLease", js({"lease_id": "L1"})).payload)
     assert ended["status"] == "ENDED"
-    with pytest.raises(EndorsementError, match="L1 is ENDED"):
-        org1.submit("EndLease", js({"lease_id": "L1"}))
+    # ending again is a retry: the stored record, the GPUs stay free, nothing written
+    assert json.loads(org1.submit("EndLease", js({"lease_id": "L1"})).payload) == ended
+    with pytest.raises(EndorsementError, match="lease L1 belongs to Org1MSP"):
+        org2.submit("EndLease", js({"lease_id": "L1"}))
     assert lease(org1, "L2", ["GPU-a"], [fleet["n1"]])["status"] == "ACTIVE"
 
 

@@ -11,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ledger.money import settlement_amount
+from ledger.receipt import verify_receipt
 from webapp.attestation.models import Attestation
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
@@ -109,3 +110,20 @@ def test_ledger_verify_names_a_tampered_block(settings, attested_node):
         db.execute("update blocks set hash = zeroblob(32) where number = 1")
     with pytest.raises(CommandError, match="defect"):
         call_command("ledger_verify")
+
+
+def test_tenant_receipt_re_checks_offline(fleet, owner, outsider, attested_node, ledger):
+    lease = place(owner.tenant, fleet.gpus[:2], [attested_node])
+    assert owner.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 409
+    relay_once(ledger)
+    response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    assert response.status_code == 200
+    receipt = response.json()
+    assert verify_receipt(receipt) == []
+    functions = {"CreateLease", "RecordAttestation", "RegisterNode"}
+    assert len(receipt["transactions"]) >= len(functions)
+    receipt["transactions"][0]["envelope"] = (
+        receipt["transactions"][0]["envelope"][:-8] + "AAAAAAA="
+    )
+    assert verify_receipt(receipt)  # a tampered receipt no longer checks out
+    assert outsider.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 404

@@ -28,7 +28,7 @@ from webapp.fleet.models import GPU
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
-from webapp.leasing.scheduling import place_requested, settle_closed
+from webapp.leasing.scheduling import migrate, place_requested, settle_closed
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
@@ -43,6 +43,9 @@ ACTOR = "demo-loop"
 TRACE_HOURS = 1.0  # each generated trace covers this much; a new one follows when it ends
 TRACE_STEP_S = 2
 TELEMETRY_FLUSH_S = 2.0
+MIGRATE_PROBABILITY = 0.05  # per tick
+OLD_FAMILIES = ("V100", "A100")
+MIGRATION_TARGETS = ("H100-SXM5-80GB", "L40S")
 
 
 class DemoLoop(threading.Thread):
@@ -77,6 +80,7 @@ class DemoLoop(threading.Thread):
         place_requested(actor=ACTOR)
         relay_once(client, settings.OUTBOX_BATCH)
         self.activate_recorded()
+        self.maybe_migrate()
         self.end_due()
         settle_closed(actor=ACTOR)
         relay_once(client, settings.OUTBOX_BATCH)
@@ -95,6 +99,26 @@ class DemoLoop(threading.Thread):
             priority=self.rng.choice([0, 0, 0, 1, 5]),
             actor=ACTOR,
         )
+
+    def maybe_migrate(self) -> None:
+        """Now and then, move a lease off an older generation onto a more efficient one
+        (the scheduler refuses when the target has no free attested capacity)."""
+        if self.rng.random() > MIGRATE_PROBABILITY:
+            return
+        lease = (
+            Lease.objects.filter(state=states.ACTIVE, gpus__generation__family__in=OLD_FAMILIES)
+            .distinct()
+            .first()
+        )
+        if lease is None:
+            return
+        for target in MIGRATION_TARGETS:
+            try:
+                migrate(lease, target, actor=ACTOR)
+                log.info("lease %s moved to %s", lease.pk, target)
+                return
+            except actions.LeaseError:
+                continue
 
     def activate_recorded(self) -> None:
         """A lease starts only once the ledger holds its contract."""

@@ -8,6 +8,7 @@ from typing import Any
 from django.db.models import Avg, Count, Q, Sum
 from django.utils import timezone
 
+from webapp.dashboard import capacity
 from webapp.fleet.models import GPU, Node, TelemetrySample
 from webapp.leasing import states
 from webapp.leasing.models import Lease, Settlement
@@ -15,6 +16,7 @@ from webapp.outbox.models import OutboxEntry
 
 UTILISATION_WINDOW = timedelta(minutes=10)
 RECENT_LEASES = 12
+RECENT_LEDGER_TXS = 10
 
 
 def fleet_by_generation() -> list[dict[str, Any]]:
@@ -111,10 +113,20 @@ def cost_by_tenant() -> list[dict[str, Any]]:
 def ledger_activity() -> dict[str, Any]:
     counts = dict(OutboxEntry.objects.values_list("status").annotate(n=Count("id")).order_by())
     last = OutboxEntry.objects.filter(status=OutboxEntry.DONE).order_by("-done").first()
+    recent = OutboxEntry.objects.exclude(status=OutboxEntry.PENDING).order_by("-done", "-id")
     return {
         "outbox": {s: counts.get(s, 0) for s, _ in OutboxEntry.STATUSES},
         "settlements": Settlement.objects.count(),
         "last_block": last.block_number if last else None,
+        "recent": [
+            {
+                "function": e.function,
+                "block": e.block_number,
+                "tx": e.tx_id[:12],
+                "code": e.validation_code or e.status.upper(),
+            }
+            for e in recent[:RECENT_LEDGER_TXS]
+        ],
     }
 
 
@@ -127,4 +139,6 @@ def snapshot() -> dict[str, Any]:
         "leases": leases(),
         "cost": cost_by_tenant(),
         "ledger": ledger_activity(),
+        "advice": capacity.scaling_advice(),
+        "idle_heatmap": capacity.idle_heatmap(),
     }

@@ -1,4 +1,4 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site, TelemetrySample
 
@@ -49,8 +49,35 @@ class NodeAdmin(admin.ModelAdmin):
     list_display = ("name", "site", "status", "trust", "last_good_attestation", "pcr_policy")
     list_filter = ("status", "trust", "site", "pcr_policy")
     search_fields = ("name", "ak_name", "gpus__uuid")
-    readonly_fields = ("ak_name", "last_good_attestation", "created", "trust")
+    readonly_fields = ("ak_name", "ek_name", "last_good_attestation", "created", "trust")
     inlines = [GPUInline]
+    actions = ["issue_credential", "revoke_ak", "quarantine"]
+
+    @admin.action(description="Issue a node agent credential (shown once)")
+    def issue_credential(self, request, queryset):
+        from webapp.attestation.service import issue_node_credential
+
+        for node in queryset:
+            token = issue_node_credential(node, actor=str(request.user))
+            self.message_user(
+                request, f"{node}: WATTLEASE_NODE_CREDENTIAL={token}", messages.WARNING
+            )
+
+    @admin.action(description="Revoke the AK (the agent must enrol again)")
+    def revoke_ak(self, request, queryset):
+        from webapp.attestation.service import revoke_ak
+
+        for node in queryset:
+            revoke_ak(node, actor=str(request.user))
+        self.message_user(request, f"revoked the AK of {queryset.count()} node(s)")
+
+    @admin.action(description="Quarantine (no new leases)")
+    def quarantine(self, request, queryset):
+        from webapp.core.events import audit
+
+        for node in queryset:
+            Node.objects.filter(pk=node.pk).update(status=Node.QUARANTINED)
+            audit(str(request.user), "node.quarantined", node)
 
 
 @admin.register(GPU)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -141,8 +142,9 @@ def place_lease(
 
 
 def activate_lease(lease: Lease, *, actor: str) -> Lease:
+    now = timezone.now()
     with transaction.atomic():
-        return _transition(lease.pk, states.ACTIVE, actor, started=timezone.now())
+        return _transition(lease.pk, states.ACTIVE, actor, started=now, interval_started=now)
 
 
 def end_lease(lease: Lease, *, actor: str) -> Lease:
@@ -173,13 +175,61 @@ def cancel_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
         return _transition(lease.pk, states.CANCELLED, actor, reason=reason)
 
 
+def _record_settlement(lease: Lease, interval: SettlementInput) -> Settlement:
+    seq = lease.settlements.count()  # intervals settled at earlier migrations come first
+    settlement = Settlement.objects.create(lease=lease, seq=seq, **asdict(interval))
+    records.settlement_made(settlement)
+    return settlement
+
+
 def settle_lease(lease: Lease, intervals: Sequence[SettlementInput], *, actor: str) -> Lease:
-    """Close the lease with one settlement per interval (more than one after a migration)."""
+    """Close the lease, settling what is left: the interval since it started or since its
+    last migration (intervals before a migration were settled when it moved)."""
     if not intervals:
         raise LeaseError(f"lease {lease.pk}: a settlement needs at least one interval")
     with transaction.atomic():
         lease = _transition(lease.pk, states.SETTLED, actor)
-        for seq, interval in enumerate(intervals):
-            settlement = Settlement.objects.create(lease=lease, seq=seq, **asdict(interval))
-            records.settlement_made(settlement)
+        for interval in intervals:
+            _record_settlement(lease, interval)
+    return lease
+
+
+def migrate_lease(
+    lease: Lease,
+    gpus: Sequence[GPU],
+    *,
+    settled_before: SettlementInput,
+    price: dict[str, Any],
+    price_total_micro: int,
+    attributed_energy_mj: int,
+    attestations: Sequence[Attestation],
+    moved_at: datetime,
+    actor: str,
+) -> Lease:
+    """Move a running lease to GPUs of another generation: the interval so far is settled at
+    the old terms, the rest of the lease runs (and is later settled) at the new ones."""
+    with transaction.atomic():
+        lease = Lease.objects.select_for_update().get(pk=lease.pk)
+        if lease.state != states.ACTIVE:
+            raise LeaseError(f"lease {lease.pk} is {lease.state}; only an active lease migrates")
+        if len(gpus) != lease.gpu_count:
+            raise LeaseError(f"lease {lease.pk} needs {lease.gpu_count} GPUs, got {len(gpus)}")
+        old = {g.generation_id for g in lease.gpus.all()}
+        if any(g.generation_id in old for g in gpus):
+            raise LeaseError(f"lease {lease.pk} must move to another generation")
+        list(GPU.objects.select_for_update().filter(pk__in=[g.pk for g in gpus]))
+        busy = _gpus_in_use((g.pk for g in gpus), exclude_lease=lease.pk)
+        if busy:
+            raise GpuUnavailable(f"GPUs already leased: {', '.join(busy)}")
+        _record_settlement(lease, settled_before)
+        lease.gpus.set(gpus)
+        lease.attestations.set(attestations)
+        lease.price = price
+        lease.price_total_micro = (lease.price_total_micro or 0) + price_total_micro
+        lease.attributed_energy_mj = attributed_energy_mj
+        lease.interval_started = moved_at  # where `settled_before` ended
+        lease.save()
+        audit(actor, "lease.migrated", lease, to=sorted(g.uuid for g in gpus))
+        records.lease_migrated(lease, [a.pk for a in attestations])
+        publish_on_commit("lease", id=lease.pk, state=lease.state)
     return lease

@@ -37,6 +37,11 @@ class Lease(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     state_changed = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
+    interval_started = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="start of the interval not yet settled (moves on migration)",
+    )
     ended = models.DateTimeField(null=True, blank=True)
 
     class Meta:

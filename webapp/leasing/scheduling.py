@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -120,14 +121,16 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     return plan
 
 
-def settlement_of(lease: Lease) -> actions.SettlementInput:
-    """The lease's settlement from its price lines and the telemetry of its GPUs over the
-    time it ran: measured vs attributed energy, summed over its GPUs, priced once."""
+def settlement_of(lease: Lease, until: datetime | None = None) -> actions.SettlementInput:
+    """The settlement of the lease's open interval (since it started, or since its last
+    migration) up to `until` (default: when it ended), from its price lines and its GPUs'
+    telemetry: measured vs attributed energy, summed over its GPUs, priced once."""
     from ledger.money import settlement_amount
 
-    end_ms = int(lease.ended.timestamp() * 1000)
+    end_ms = int((until or lease.ended).timestamp() * 1000)
+    opened = lease.interval_started or lease.started
     # a lease preempted before it started drew nothing: an empty interval settles to zero
-    start_ms = int(lease.started.timestamp() * 1000) if lease.started else end_ms
+    start_ms = int(opened.timestamp() * 1000) if opened else end_ms
     gpus = list(lease.gpus.all())
     lines = lease.price["lines"]
     terms = [
@@ -180,3 +183,46 @@ def settle_closed(*, actor: str) -> int:
         except Exception:
             log.exception("could not settle lease %s", lease.pk)
     return done
+
+
+def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
+    """Move an active lease to free, attested GPUs of `generation`, chosen and priced by the
+    scheduler for the work that is left; the interval so far is settled at the old terms."""
+    from django.utils import timezone
+
+    data, attested = build_plan_input()
+    elapsed_h = Decimal((timezone.now() - lease.interval_started).total_seconds()) / 3600
+    planned_h = Decimal(lease.price["lines"][0]["gpu_hours"])
+    done = min(Decimal(1), elapsed_h / planned_h) if planned_h > 0 else Decimal(1)
+    remaining = max(Decimal("0.01"), (lease.hours * (1 - done)).quantize(Decimal("0.01")))
+    data["gpus"] = [g for g in data["gpus"] if g["generation"] == generation]
+    data["leases"] = []  # a migration never preempts anyone
+    data["jobs"] = [
+        {
+            "id": str(lease.pk),
+            "gpus": lease.gpu_count,
+            "precision": lease.precision,
+            "hours": str(remaining),
+            "priority": lease.priority,
+            "min_memory_gb": lease.min_memory_gb,
+            "single_node": lease.single_node,
+        }
+    ]
+    plan = scheduler.plan_batch(data)
+    if not plan.placements:
+        reason = plan.unplaced[0].reason if plan.unplaced else "no capacity"
+        raise actions.LeaseError(f"lease {lease.pk} cannot move to {generation}: {reason}")
+    placement = plan.placements[0]
+    gpus = list(GPU.objects.filter(uuid__in=placement.gpus))
+    now = timezone.now()
+    return actions.migrate_lease(
+        lease,
+        gpus,
+        settled_before=settlement_of(lease, until=now),
+        price=placement.price.as_dict(),
+        price_total_micro=int(placement.price.total * MICRO),
+        attributed_energy_mj=placement.price.energy_attributed_mj,
+        attestations=sorted({attested[g.node_id] for g in gpus}, key=lambda a: a.pk),
+        moved_at=now,
+        actor=actor,
+    )

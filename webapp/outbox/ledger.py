@@ -32,16 +32,23 @@ def _embedded() -> LedgerClient:
     return EmbeddedClient(ledger, identity)
 
 
+def _fabric() -> LedgerClient:
+    """The Fabric Gateway backend from FABRIC_* variables (docs/operations.md). Not yet run
+    against a real peer here: see issue 5 and docs/fabric.md."""
+    from chaincode_client.fabric.client import FabricGatewayClient
+    from chaincode_client.fabric.config import ConfigError
+
+    try:
+        return FabricGatewayClient.from_env()
+    except ConfigError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
 def ledger_client() -> LedgerClient:
     global _client
     with _lock:
         if _client is None:
-            if settings.LEDGER_BACKEND != "embedded":
-                raise ImproperlyConfigured(
-                    "LEDGER_BACKEND=fabric needs a Fabric network; see docs/fabric.md "
-                    "(the Gateway backend is not wired into the app yet)"
-                )
-            _client = _embedded()
+            _client = _embedded() if settings.LEDGER_BACKEND == "embedded" else _fabric()
         return _client
 
 

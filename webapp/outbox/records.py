@@ -37,6 +37,19 @@ def lease_created(lease, attestation_pks: list[int]) -> OutboxEntry:
     )
 
 
+def lease_migrated(lease, attestation_pks: list[int]) -> OutboxEntry:
+    seq = lease.settlements.count()
+    return enqueue(
+        f"lease:{lease.ledger_id}:migrate:{seq}",
+        "MigrateLease",
+        {
+            "lease_id": str(lease.ledger_id),
+            "gpus": sorted(g.uuid for g in lease.gpus.all()),
+            ATTESTATION_REFS: attestation_pks,
+        },
+    )
+
+
 def lease_ended(lease) -> OutboxEntry:
     return enqueue(f"lease:{lease.ledger_id}:end", "EndLease", {"lease_id": str(lease.ledger_id)})
 

@@ -4,6 +4,7 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
+from webapp.fleet.models import Generation
 from webapp.leasing.actions import MAX_GPUS_PER_LEASE, MAX_LEASE_HOURS
 from webapp.leasing.models import PRECISIONS, Lease, Settlement
 
@@ -75,3 +76,13 @@ class LeaseRequestSerializer(serializers.Serializer):
     priority = serializers.IntegerField(min_value=-100, max_value=100, default=0)
     single_node = serializers.BooleanField(default=True)
     min_memory_gb = serializers.IntegerField(min_value=0, max_value=1024, default=0)
+
+
+class MigrateSerializer(serializers.Serializer):
+    generation = serializers.SlugRelatedField(
+        slug_field="catalogue_id", queryset=Generation.objects.all()
+    )
+
+    def to_internal_value(self, data):
+        values = super().to_internal_value(data)
+        return {"generation": values["generation"].catalogue_id}

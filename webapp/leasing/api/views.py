@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import sqlite3
+
+from django.conf import settings
 from django.db.models import Count, Sum
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
@@ -7,8 +10,13 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from webapp.leasing import actions, states
-from webapp.leasing.api.serializers import LeaseRequestSerializer, LeaseSerializer
+from ledger.receipt import export_receipt
+from webapp.leasing import actions, scheduling, states
+from webapp.leasing.api.serializers import (
+    LeaseRequestSerializer,
+    LeaseSerializer,
+    MigrateSerializer,
+)
 from webapp.leasing.models import Lease, Settlement
 from webapp.tenancy.querysets import restrict_to_tenant
 
@@ -54,6 +62,41 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         return self._act(
             pk, lambda lease: actions.cancel_lease(lease, reason="by tenant", actor=self._actor())
         )
+
+    @extend_schema(request=MigrateSerializer, responses=LeaseSerializer)
+    @action(detail=True, methods=["post"])
+    def migrate(self, request, pk=None):
+        """Move the running lease to another GPU generation; the time so far is settled at
+        the old terms."""
+        form = MigrateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        generation = form.validated_data["generation"]
+        return self._act(
+            pk, lambda lease: scheduling.migrate(lease, generation, actor=self._actor())
+        )
+
+    @extend_schema(request=None, responses=dict)
+    @action(detail=True, methods=["get"])
+    def receipt(self, request, pk=None):
+        """Every ledger record of this lease with the block headers and endorsements they
+        sit in: check it offline with `python -m ledger verify-receipt FILE`."""
+        lease = self.get_object()
+        if settings.LEDGER_BACKEND != "embedded":
+            return Response(
+                {
+                    "detail": "receipts are exported from the embedded ledger; on "
+                    "Fabric, query the channel (GetHistory)"
+                },
+                status=501,
+            )
+        try:
+            receipt = export_receipt(settings.LEDGER_PATH, str(lease.ledger_id))
+        except (KeyError, OSError, sqlite3.Error):
+            return Response(
+                {"detail": f"lease {lease.pk} is not on the ledger yet"},
+                status=status.HTTP_409_CONFLICT,
+            )
+        return Response(receipt)
 
 
 class BillViewSet(viewsets.ViewSet):
