@@ -51,20 +51,7 @@ class LeaseSerializer(serializers.ModelSerializer):
             "ended",
             "settlements",
         ]
-        read_only_fields = [
-            "id",
-            "ledger_id",
-            "state",
-            "gpus",
-            "price",
-            "price_total_micro",
-            "attributed_energy_mj",
-            "reason",
-            "created",
-            "started",
-            "ended",
-            "settlements",
-        ]
+        read_only_fields = fields  # output only: requests go through LeaseRequestSerializer
 
 
 class LeaseRequestSerializer(serializers.Serializer):
