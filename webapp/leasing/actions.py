@@ -134,6 +134,7 @@ def place_lease(
             price=price,
             price_total_micro=price_total_micro,
             attributed_energy_mj=attributed_energy_mj,
+            reason="",  # no longer waiting
         )
         lease.gpus.set(gpus)
         lease.attestations.set(attestations)
