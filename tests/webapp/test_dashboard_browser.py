@@ -35,7 +35,7 @@ def browser():
 
 
 @pytest.mark.browser
-def test_dashboard_goes_live_and_updates(browser, demo_server):  # noqa: F811
+def test_dashboard_goes_live_and_updates(browser, demo_server, tmp_path):  # noqa: F811
     base, _process, _log = demo_server
     page = browser.new_page()
     errors: list[str] = []
@@ -51,4 +51,9 @@ def test_dashboard_goes_live_and_updates(browser, demo_server):  # noqa: F811
     )
     page.wait_for_selector("#leases tbody tr", timeout=30_000)
     assert page.locator("#fleet tbody tr").count() >= 4
+    # the demo's tampered node (PCR 7 extended after its first quote) turns red live
+    page.wait_for_selector("#nodes tr.trust-failed", timeout=60_000)
+    assert page.locator("#nodes tr.trust-trusted").count() >= 3
+    page.wait_for_selector("#chart-idle .main-svg", timeout=20_000)
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
     assert errors == []

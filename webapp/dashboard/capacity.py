@@ -58,5 +58,6 @@ def idle_heatmap() -> dict[str, Any]:
         samples = (Sample(*row) for row in _samples(since, HEATMAP_MAX_ROWS))
         heatmap = scheduler.idle_heatmap(samples).as_dict()
         cached = {k: heatmap[k] for k in ("weekdays", "hours", "idle_share")}
-        cache.set("dashboard:idle-heatmap", cached, HEATMAP_CACHE_S)
+        if any(v is not None for row in cached["idle_share"] for v in row):
+            cache.set("dashboard:idle-heatmap", cached, HEATMAP_CACHE_S)  # not an empty one
     return cached

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Avg, Count, Q, Sum
@@ -16,6 +17,7 @@ from webapp.outbox.models import OutboxEntry
 
 UTILISATION_WINDOW = timedelta(minutes=10)
 RECENT_LEASES = 12
+MICRO = Decimal(1_000_000)  # money is stored in micro-units of the currency
 RECENT_LEDGER_TXS = 10
 
 
@@ -86,7 +88,9 @@ def leases() -> dict[str, Any]:
             "state": lease.state,
             "gpus": lease.gpu_count,
             "precision": lease.precision,
-            "price_total_micro": lease.price_total_micro,
+            "price": None
+            if lease.price_total_micro is None
+            else str(Decimal(lease.price_total_micro) / MICRO),
         }
         for lease in Lease.objects.select_related("tenant")[:RECENT_LEASES]
     ]

@@ -28,21 +28,21 @@
     Plotly.react("chart-util", [
       { type: "bar", name: "compute", x: util.map((u) => u.generation), y: util.map((u) => u.util_gpu) },
       { type: "bar", name: "memory bandwidth", x: util.map((u) => u.generation), y: util.map((u) => u.util_mem_bw) },
-    ], { title: "Utilisation, last 10 min (compute beside memory bandwidth)", barmode: "group",
+    ], { title: { text: "Utilisation, last 10 min" }, barmode: "group",
          yaxis: { range: [0, 1], tickformat: ".0%" }, margin: { t: 40 } }, { displayModeBar: false });
     const states = Object.keys(snap.leases.by_state);
     Plotly.react("chart-leases", [
       { type: "bar", x: states, y: states.map((s) => snap.leases.by_state[s]) },
-    ], { title: "Leases by state", margin: { t: 40 } }, { displayModeBar: false });
+    ], { title: { text: "Leases by state" }, margin: { t: 40 } }, { displayModeBar: false });
     Plotly.react("chart-cost", [
       { type: "bar", name: "priced", x: snap.cost.map((c) => c.tenant), y: snap.cost.map((c) => c.priced_micro / 1e6) },
       { type: "bar", name: "settled difference", x: snap.cost.map((c) => c.tenant), y: snap.cost.map((c) => c.settled_micro / 1e6) },
-    ], { title: "Cost by tenant (currency units)", barmode: "group", margin: { t: 40 } }, { displayModeBar: false });
+    ], { title: { text: "Cost by tenant (currency units)" }, barmode: "group", margin: { t: 40 } }, { displayModeBar: false });
     const heat = snap.idle_heatmap;
     Plotly.react("chart-idle", [
       { type: "heatmap", x: heat.hours, y: heat.weekdays, z: heat.idle_share, zmin: 0, zmax: 1,
-        colorscale: "YlOrRd", hoverongaps: false },
-    ], { title: "Idle capacity by hour (share of GPU samples idle)", margin: { t: 40 } },
+        colorscale: "YlOrRd", reversescale: true, hoverongaps: false },
+    ], { title: { text: "Idle capacity by hour (share of GPU samples idle)" }, margin: { t: 40 } },
        { displayModeBar: false });
     const pct = (v) => (v === null || v === undefined ? null : `${Math.round(v * 100)}%`);
     rows("advice", snap.advice, (a) => [a.pool, a.action, a.replicas_now, a.replicas_advised,
@@ -50,7 +50,7 @@
     rows("fleet", snap.fleet, (r) => [r.generation, r.total, r.leased, r.free]);
     rows("nodes", snap.nodes, (n) => [n.name, `${n.site} (${n.pue})`, n.gpus, n.status, n.trust, n.last_good_attestation],
       (n) => `trust-${n.trust}`);
-    rows("leases", snap.leases.recent, (l) => [l.id, l.tenant, l.state, l.gpus, l.precision, l.price_total_micro]);
+    rows("leases", snap.leases.recent, (l) => [l.id, l.tenant, l.state, l.gpus, l.precision, l.price]);
     rows("ledger-txs", snap.ledger.recent, (t) => [t.function, t.block, t.tx, t.code]);
     const ledger = document.getElementById("ledger");
     const outbox = Object.entries(snap.ledger.outbox).map(([k, v]) => `${k} ${v}`).join(", ");
