@@ -3,7 +3,7 @@ row, the outbox rows the ledger needs, and dashboard events after commit."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -101,11 +101,19 @@ def _transition(lease_id: int, target: str, actor: str, **changes: Any) -> Lease
     return lease
 
 
-def _gpus_in_use(gpu_ids: Iterable[int], exclude_lease: int) -> list[str]:
-    busy = GPU.objects.filter(pk__in=list(gpu_ids), leases__state__in=states.HOLDS_GPUS).exclude(
-        leases__pk=exclude_lease
+def _claim_gpus(lease: Lease, gpus: Sequence[GPU]) -> None:
+    """Lock `gpus` for this transaction and refuse any another lease holds; call inside
+    the transaction that gives them to `lease`."""
+    if len(gpus) != lease.gpu_count:
+        raise LeaseError(f"lease {lease.pk} needs {lease.gpu_count} GPUs, got {len(gpus)}")
+    ids = [g.pk for g in gpus]
+    list(GPU.objects.select_for_update().filter(pk__in=ids))
+    busy = GPU.objects.filter(pk__in=ids, leases__state__in=states.HOLDS_GPUS).exclude(
+        leases__pk=lease.pk
     )
-    return sorted(busy.values_list("uuid", flat=True).distinct())
+    taken = sorted(busy.values_list("uuid", flat=True).distinct())
+    if taken:
+        raise GpuUnavailable(f"GPUs already leased: {', '.join(taken)}")
 
 
 def place_lease(
@@ -120,13 +128,8 @@ def place_lease(
 ) -> Lease:
     """Put the lease on `gpus`, relying on `attestations` (the latest good quote of each
     node involved), which the ledger re-checks for freshness when it records the lease."""
-    if len(gpus) != lease.gpu_count:
-        raise LeaseError(f"lease {lease.pk} needs {lease.gpu_count} GPUs, got {len(gpus)}")
     with transaction.atomic():
-        list(GPU.objects.select_for_update().filter(pk__in=[g.pk for g in gpus]))
-        busy = _gpus_in_use((g.pk for g in gpus), exclude_lease=lease.pk)
-        if busy:
-            raise GpuUnavailable(f"GPUs already leased: {', '.join(busy)}")
+        _claim_gpus(lease, gpus)
         lease = _transition(
             lease.pk,
             states.PLACED,
@@ -213,15 +216,10 @@ def migrate_lease(
         lease = Lease.objects.select_for_update().get(pk=lease.pk)
         if lease.state != states.ACTIVE:
             raise LeaseError(f"lease {lease.pk} is {lease.state}; only an active lease migrates")
-        if len(gpus) != lease.gpu_count:
-            raise LeaseError(f"lease {lease.pk} needs {lease.gpu_count} GPUs, got {len(gpus)}")
         old = {g.generation_id for g in lease.gpus.all()}
         if any(g.generation_id in old for g in gpus):
             raise LeaseError(f"lease {lease.pk} must move to another generation")
-        list(GPU.objects.select_for_update().filter(pk__in=[g.pk for g in gpus]))
-        busy = _gpus_in_use((g.pk for g in gpus), exclude_lease=lease.pk)
-        if busy:
-            raise GpuUnavailable(f"GPUs already leased: {', '.join(busy)}")
+        _claim_gpus(lease, gpus)
         _record_settlement(lease, settled_before)
         lease.gpus.set(gpus)
         lease.attestations.set(attestations)

@@ -10,6 +10,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from ledger.money import settlement_amount
 from scheduler import api as scheduler
 from scheduler.settlement import terms_from_price_line
 from webapp.attestation.models import Attestation
@@ -88,6 +89,19 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     return {"sites": sites, "gpus": gpus, "leases": leases, "jobs": jobs}, attested
 
 
+def _terms(
+    placement: scheduler.Placement, gpus: list[GPU], attested: dict[int, Attestation]
+) -> dict[str, Any]:
+    """What a lease records from a placement: the price breakdown, its total in micro-units,
+    the attributed energy, and the good quote of each node it runs on."""
+    return {
+        "price": placement.price.as_dict(),
+        "price_total_micro": int(placement.price.total * MICRO),
+        "attributed_energy_mj": placement.price.energy_attributed_mj,
+        "attestations": sorted({attested[g.node_id] for g in gpus}, key=lambda a: a.pk),
+    }
+
+
 def place_requested(*, actor: str) -> scheduler.Plan:
     """Plan the queue and apply the plan: preemptions first, then placements; every job
     left out keeps its request with the scheduler's reason."""
@@ -103,17 +117,7 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     for placement in plan.placements:
         lease = Lease.objects.get(pk=int(placement.job))
         gpus = [by_uuid[uuid] for uuid in placement.gpus]
-        relied = {attested[g.node_id] for g in gpus}
-        price = placement.price.as_dict()
-        actions.place_lease(
-            lease,
-            gpus,
-            price=price,
-            price_total_micro=int(placement.price.total * MICRO),
-            attributed_energy_mj=placement.price.energy_attributed_mj,
-            attestations=sorted(relied, key=lambda a: a.pk),
-            actor=actor,
-        )
+        actions.place_lease(lease, gpus, **_terms(placement, gpus, attested), actor=actor)
     for unplaced in plan.unplaced:
         Lease.objects.filter(pk=int(unplaced.job), state=states.REQUESTED).update(
             reason=f"waiting: {unplaced.reason}"
@@ -125,8 +129,6 @@ def settlement_of(lease: Lease, until: datetime | None = None) -> actions.Settle
     """The settlement of the lease's open interval (since it started, or since its last
     migration) up to `until` (default: when it ended), from its price lines and its GPUs'
     telemetry: measured vs attributed energy, summed over its GPUs, priced once."""
-    from ledger.money import settlement_amount
-
     end_ms = int((until or lease.ended).timestamp() * 1000)
     opened = lease.interval_started or lease.started
     # a lease preempted before it started drew nothing: an empty interval settles to zero
@@ -219,10 +221,7 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
         lease,
         gpus,
         settled_before=settlement_of(lease, until=now),
-        price=placement.price.as_dict(),
-        price_total_micro=int(placement.price.total * MICRO),
-        attributed_energy_mj=placement.price.energy_attributed_mj,
-        attestations=sorted({attested[g.node_id] for g in gpus}, key=lambda a: a.pk),
+        **_terms(placement, gpus, attested),
         moved_at=now,
         actor=actor,
     )
