@@ -70,7 +70,8 @@ def test_missing_wrong_revoked_and_expired_keys_are_refused(owner, db):
     anonymous = APIClient()
     assert anonymous.get("/api/leases/").status_code in (401, 403)
     forged = APIClient()
-    forged.credentials(HTTP_AUTHORIZATION=f"Bearer {owner.token[:-1]}X")
+    other_last = "A" if owner.token[-1] != "A" else "B"  # always a different secret
+    forged.credentials(HTTP_AUTHORIZATION=f"Bearer {owner.token[:-1]}{other_last}")
     assert forged.get("/api/leases/").status_code == 401
     key = ApiKey.objects.get(tenant=owner.tenant)
     key.expires = timezone.now() - timedelta(seconds=1)
