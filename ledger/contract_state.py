@@ -6,8 +6,9 @@ queries, history), so the same code runs on the embedded engine and on a Fabric 
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from ledger.canonical import dumps, loads
 
 NODE = "node:"  # node:{node_id} -> node record (AK, GPUs, policy, org, revoked)
 GPU = "gpu:"  # gpu:{uuid} -> {node_id, generation}
@@ -28,16 +29,11 @@ class ContractError(Exception):
     """A business rule refused the transaction; the message says which and why."""
 
 
-def dumps(value: Any) -> bytes:
-    """Canonical JSON: every endorsing peer must write byte-identical values."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
-
-
 async def get_json(stub: Any, key: str) -> Any | None:
     raw = await stub.get_state(key)
     if not raw:  # Fabric returns empty bytes for a missing key
         return None
-    return json.loads(raw)
+    return loads(raw)
 
 
 async def put_json(stub: Any, key: str, value: Any) -> None:
@@ -57,7 +53,7 @@ def creator_msp(ctx: Any) -> str:
 async def range_values(iterator: Any) -> list[Any]:
     out = []
     async for kv in iterator:
-        out.append(json.loads(kv.value))
+        out.append(loads(kv.value))
     return out
 
 
@@ -80,7 +76,7 @@ async def history(stub: Any, key: str) -> list[dict[str, Any]]:
                 "tx_id": mod.tx_id,
                 "timestamp_ns": int(mod.timestamp.seconds) * NS_PER_S + int(mod.timestamp.nanos),
                 "is_delete": bool(mod.is_delete),
-                "value": None if mod.is_delete or not mod.value else json.loads(mod.value),
+                "value": None if mod.is_delete or not mod.value else loads(mod.value),
             }
         )
     return out

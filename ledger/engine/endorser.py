@@ -6,11 +6,11 @@ creator signature checked against the channel's CAs before the contract sees it.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.canonical import loads
 from ledger.contract import CONTRACT_NAME, new_chaincode
 from ledger.engine.msp import ChannelMsp, Identity, MspError
 from ledger.engine.store import Store
@@ -62,7 +62,7 @@ def _parse_proposal(raw: bytes, channel: str) -> dict[str, Any]:
     if len(raw) > MAX_PROPOSAL_BYTES:
         raise ProposalRejected(f"proposal is {len(raw)} bytes, limit {MAX_PROPOSAL_BYTES}")
     try:
-        proposal = json.loads(raw)
+        proposal = loads(raw)
         fn, args = proposal["fn"], proposal["args"]
         creator, ts = proposal["creator"], proposal["timestamp"]
         fields_ok = (

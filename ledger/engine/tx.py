@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ledger.canonical import dumps, loads
 from ledger.engine.msp import ChannelMsp, MspError
 
 Version = tuple[int, int]  # (block number, transaction number): Fabric's height
@@ -27,10 +27,6 @@ BAD_CREATOR_SIGNATURE = "BAD_CREATOR_SIGNATURE"
 BAD_PROPOSAL_TXID = "BAD_PROPOSAL_TXID"
 DUPLICATE_TXID = "DUPLICATE_TXID"
 BAD_PAYLOAD = "BAD_PAYLOAD"
-
-
-def dumps(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
 
 
 def b64(data: bytes) -> str:
@@ -114,11 +110,11 @@ def encode_envelope(
 def decode_envelope(envelope: bytes) -> Transaction:
     """Parse an envelope; raises ValueError (never KeyError/TypeError) when malformed."""
     try:
-        outer = json.loads(envelope)
+        outer = loads(envelope)
         proposal_bytes = outer["proposal"].encode()
         response_bytes = outer["response"].encode()
-        proposal = json.loads(proposal_bytes)
-        response = json.loads(response_bytes)
+        proposal = loads(proposal_bytes)
+        response = loads(response_bytes)
         return Transaction(
             tx_id=str(proposal["tx_id"]),
             proposal_bytes=proposal_bytes,
