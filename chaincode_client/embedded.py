@@ -14,7 +14,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 
 from chaincode_client.interface import (
     VALID,
@@ -27,6 +29,7 @@ from chaincode_client.interface import (
 from ledger.engine.core import EmbeddedLedger
 from ledger.engine.endorser import NONCE_BYTES, LedgerClosed, ProposalRejected, make_proposal
 from ledger.engine.msp import Identity
+from ledger.engine.tx import make_tx_id
 
 COMMIT_TIMEOUT_S = 60.0  # a block commits in milliseconds; this much means the engine is stuck
 
@@ -48,20 +51,18 @@ class EmbeddedClient:
     def identity(self) -> Identity:
         return self._identity
 
-    def _proposal(self, fn: str, args: tuple[str, ...]) -> tuple[bytes, bytes]:
+    def _proposal(self, fn: str, args: tuple[str, ...]) -> tuple[bytes, bytes, str]:
+        """(proposal, signature, tx id)."""
         if not all(isinstance(a, str) for a in args):
             raise EndorsementError("every argument must be a string (JSON text)")
-        return make_proposal(
-            self._identity,
-            self._ledger.channel,
-            fn,
-            list(args),
-            self._clock_ns(),
-            os.urandom(NONCE_BYTES),
+        nonce = os.urandom(NONCE_BYTES)
+        proposal, signature = make_proposal(
+            self._identity, self._ledger.channel, fn, list(args), self._clock_ns(), nonce
         )
+        return proposal, signature, make_tx_id(nonce, self._identity.cert_pem)
 
     def evaluate(self, fn: str, *args: str) -> bytes:
-        proposal, signature = self._proposal(fn, args)
+        proposal, signature, _ = self._proposal(fn, args)
         try:
             return self._ledger.evaluate(proposal, signature)
         except ProposalRejected as exc:
@@ -70,22 +71,47 @@ class EmbeddedClient:
             raise LedgerUnavailable(str(exc)) from None
 
     def submit(self, fn: str, *args: str) -> Receipt:
-        proposal, signature = self._proposal(fn, args)
+        return self.submit_async(fn, *args).receipt()
+
+    def submit_async(self, fn: str, *args: str) -> EmbeddedCommit:
+        proposal, signature, tx_id = self._proposal(fn, args)
         try:
-            simulation, envelope = self._ledger.endorse(proposal, signature)
-            future = self._ledger.order(envelope)
+            future = self._ledger.submit(proposal, signature)
         except ProposalRejected as exc:
             raise EndorsementError(str(exc)) from None
         except LedgerClosed as exc:
             raise LedgerUnavailable(str(exc)) from None
+        return EmbeddedCommit(tx_id, future)
+
+    def events(self, start_block: int = 0) -> Iterator[ChaincodeEvent]:
+        for event in self._ledger.events(start_block, stop=self._stop):
+            yield ChaincodeEvent(event.block_number, event.tx_id, event.name, event.payload)
+
+    def close(self) -> None:
+        """Ends this client's event streams; the ledger stays open for other clients."""
+        self._stop.set()
+
+
+@dataclass(frozen=True)
+class EmbeddedCommit:
+    """PendingCommit of the embedded engine: the engine's future for one transaction."""
+
+    tx_id: str
+    _future: Future
+
+    def receipt(self) -> Receipt:
         try:
-            result = future.result(timeout=COMMIT_TIMEOUT_S)
+            result = self._future.result(timeout=COMMIT_TIMEOUT_S)
         except FutureTimeout:
             raise LedgerUnavailable(
-                f"transaction {simulation.tx_id} not committed within {COMMIT_TIMEOUT_S} s"
+                f"transaction {self.tx_id} not committed within {COMMIT_TIMEOUT_S} s"
             ) from None
+        except ProposalRejected as exc:  # endorsed in another process, refused there
+            raise EndorsementError(str(exc)) from None
+        except LedgerClosed as exc:
+            raise LedgerUnavailable(str(exc)) from None
         except Exception as exc:  # the committer failed: the outcome is unknown
-            raise LedgerUnavailable(f"commit of {simulation.tx_id} failed: {exc!r}") from exc
+            raise LedgerUnavailable(f"commit of {self.tx_id} failed: {exc!r}") from exc
         receipt = Receipt(
             tx_id=result.tx_id,
             block_number=result.block_number,
@@ -96,14 +122,6 @@ class EmbeddedClient:
         if not receipt.valid:
             raise TransactionInvalid(receipt)
         return receipt
-
-    def events(self, start_block: int = 0) -> Iterator[ChaincodeEvent]:
-        for event in self._ledger.events(start_block, stop=self._stop):
-            yield ChaincodeEvent(event.block_number, event.tx_id, event.name, event.payload)
-
-    def close(self) -> None:
-        """Ends this client's event streams; the ledger stays open for other clients."""
-        self._stop.set()
 
 
 def _explain(code: str) -> str:

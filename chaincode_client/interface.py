@@ -60,6 +60,21 @@ class TransactionInvalid(LedgerError):
         self.receipt = receipt
 
 
+class PendingCommit(Protocol):
+    """A transaction endorsed and handed to the orderer, its commit still to come (Fabric
+    Gateway's submit_async). Keeping many pending is how one client reaches a ledger's
+    throughput: blocks fill while earlier transactions commit."""
+
+    tx_id: str
+
+    def receipt(self) -> Receipt:
+        """Wait for the commit; the receipt's payload is the contract's return value.
+        Raises TransactionInvalid when the transaction was marked invalid, LedgerUnavailable
+        when its outcome cannot be learnt (retry by business key), and EndorsementError
+        where the backend endorses asynchronously and the proposal was refused."""
+        ...
+
+
 class LedgerClient(Protocol):
     def evaluate(self, fn: str, *args: str) -> bytes:
         """Run a query on one peer; nothing is ordered or committed."""
@@ -68,6 +83,13 @@ class LedgerClient(Protocol):
     def submit(self, fn: str, *args: str) -> Receipt:
         """Endorse, order and wait for commit. Raises EndorsementError when the proposal is
         refused, TransactionInvalid when the committed transaction was marked invalid."""
+        ...
+
+    def submit_async(self, fn: str, *args: str) -> PendingCommit:
+        """Hand the transaction on without waiting for its commit; the outcome comes from
+        PendingCommit.receipt(). Raises EndorsementError here when the proposal is refused
+        while this call endorses it (Fabric's gateway, the embedded engine in-process); an
+        engine that endorses in other processes reports a refusal from receipt()."""
         ...
 
     def events(self, start_block: int = 0) -> Iterator[ChaincodeEvent]:

@@ -12,6 +12,7 @@ chaincode-events requests.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import grpc
 from fabric_protos.gateway import gateway_pb2, gateway_pb2_grpc
@@ -131,6 +132,10 @@ class FabricGatewayClient:
         return bytes(response.result.payload)
 
     def submit(self, fn: str, *args: str) -> Receipt:
+        return self.submit_async(fn, *args).receipt()
+
+    def submit_async(self, fn: str, *args: str) -> FabricCommit:
+        """Endorse and submit to the orderer; the commit status is asked for by receipt()."""
         signed = self._proposal(fn, args)
         try:
             endorsed = self._stub.Endorse(
@@ -160,7 +165,7 @@ class FabricGatewayClient:
             )
         except grpc.RpcError as err:
             raise to_ledger_error("submit", err) from None
-        return self._await_commit(signed.tx_id, result)
+        return FabricCommit(signed.tx_id, result, self)
 
     def commit_status(self, tx_id: str) -> tuple[str, int]:
         """(validation code name, block number) of a transaction; blocks until committed."""
@@ -184,13 +189,6 @@ class FabricGatewayClient:
             code = f"UNKNOWN_CODE_{status.result}"
         return code, int(status.block_number)
 
-    def _await_commit(self, tx_id: str, result: bytes) -> Receipt:
-        code, block = self.commit_status(tx_id)
-        receipt = Receipt(tx_id=tx_id, block_number=block, validation_code=code, payload=result)
-        if not receipt.valid:
-            raise TransactionInvalid(receipt)
-        return receipt
-
     def events(self, start_block: int = 0) -> Iterator[ChaincodeEvent]:
         if start_block < 0:
             raise ValueError(f"start_block {start_block} is negative")
@@ -209,6 +207,24 @@ class FabricGatewayClient:
 
     def close(self) -> None:
         self._grpc.close()
+
+
+@dataclass(frozen=True)
+class FabricCommit:
+    """PendingCommit over the Gateway: receipt() asks the peer's CommitStatus."""
+
+    tx_id: str
+    _result: bytes
+    _client: FabricGatewayClient
+
+    def receipt(self) -> Receipt:
+        code, block = self._client.commit_status(self.tx_id)
+        receipt = Receipt(
+            tx_id=self.tx_id, block_number=block, validation_code=code, payload=self._result
+        )
+        if not receipt.valid:
+            raise TransactionInvalid(receipt)
+        return receipt
 
 
 def _event_stream(call) -> Iterator[ChaincodeEvent]:  # type: ignore[no-untyped-def]

@@ -166,7 +166,7 @@ class EmbeddedLedger:
 
     # -- the transaction flow ------------------------------------------------------------
     def evaluate(self, proposal_bytes: bytes, signature: bytes) -> bytes:
-        self._check_open()
+        self._check_open(endorsers=False)  # queries run in this process
         return self.endorser.simulate(proposal_bytes, signature).payload
 
     def endorse(self, proposal_bytes: bytes, signature: bytes) -> tuple[Simulation, bytes]:
@@ -183,6 +183,33 @@ class EmbeddedLedger:
         )
         self._vouch(envelope)
         return simulation, envelope
+
+    def submit(self, proposal_bytes: bytes, signature: bytes) -> Future:
+        """Endorse and order without waiting: the future resolves to a TxResult once the
+        block holding the transaction is committed. In-process endorsement happens here
+        (a refused proposal raises ProposalRejected now); with endorser processes the
+        proposal joins the next batch sent to them, and a refusal fails the future."""
+        self._check_open()
+        if self._peers is None:
+            return self.order(self.endorse(proposal_bytes, signature)[1])
+        committed: Future = Future()
+
+        def endorsed(done: Future) -> None:
+            failure = done.exception()
+            if failure is not None:
+                committed.set_exception(failure)
+                return
+            _, _, envelope = done.result()
+            self._vouch(envelope)
+            try:
+                self._check_open()
+            except LedgerClosed as exc:
+                committed.set_exception(exc)
+                return
+            self._queue.put((envelope, committed))
+
+        self._peers.endorse_async(proposal_bytes, signature).add_done_callback(endorsed)
+        return committed
 
     def _vouch(self, envelope: bytes) -> None:
         if len(self._vouched) >= MAX_VOUCHED:  # endorsed but never ordered: forget, re-verify
@@ -357,11 +384,13 @@ class EmbeddedLedger:
         return [(k, v) for k, _, v in self.store.range(start, end)]
 
     # -- lifecycle -----------------------------------------------------------------------
-    def _check_open(self) -> None:
+    def _check_open(self, endorsers: bool = True) -> None:
         if self._closed:
             raise LedgerClosed("the ledger is closed")
         if self._fatal is not None:
             raise LedgerClosed(f"the committer failed: {self._fatal!r}")
+        if endorsers and self._peers is not None and self._peers.failure is not None:
+            raise LedgerClosed(self._peers.failure)
 
     def close(self) -> None:
         """Commit what is queued, stop the committer, release SQLite."""

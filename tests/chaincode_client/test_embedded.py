@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
 
 import pytest
 
 from chaincode_client.embedded import EmbeddedClient
-from chaincode_client.interface import EndorsementError, LedgerClient, LedgerUnavailable, Receipt
+from chaincode_client.interface import (
+    EndorsementError,
+    LedgerClient,
+    LedgerUnavailable,
+    Receipt,
+    TransactionInvalid,
+)
 from ledger.engine import EmbeddedLedger
 from tests.ledger.helpers import software_ak_b64
 
@@ -51,3 +60,73 @@ def test_a_closed_ledger_is_unavailable_instead_of_hanging(tmp_path):
     ledger.close()
     with pytest.raises(LedgerUnavailable, match="closed"):
         client.submit("RegisterNode", node("n1"))
+
+
+def test_pending_commits_share_a_block_and_each_gets_its_receipt(tmp_path):
+    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.2)
+    client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "app"))
+    try:
+        pending = [client.submit_async("RegisterNode", node(f"n{i}")) for i in range(5)]
+        receipts = [p.receipt() for p in pending]
+    finally:
+        ledger.close()
+    assert [r.tx_id for r in receipts] == [p.tx_id for p in pending]
+    assert all(r.valid for r in receipts)
+    assert {r.block_number for r in receipts} == {1}  # ordered together, not one block each
+    assert [json.loads(r.payload)["node_id"] for r in receipts] == [f"n{i}" for i in range(5)]
+
+
+def test_a_pending_commit_that_loses_on_mvcc_raises_at_receipt(tmp_path):
+    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.2)
+    client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "app"))
+    try:
+        client.submit("RegisterNode", node("n1"))
+        revoke = json.dumps({"node_id": "n1", "reason": "test"})
+        first, second = (
+            client.submit_async("RevokeAK", revoke),
+            client.submit_async("RevokeAK", revoke),
+        )  # both simulated against the same state: the second's read is stale at commit
+        assert first.receipt().valid
+        with pytest.raises(TransactionInvalid) as info:
+            second.receipt()
+    finally:
+        ledger.close()
+    assert info.value.receipt.validation_code == "MVCC_READ_CONFLICT"
+
+
+def test_a_refused_proposal_raises_at_submit_async(client):
+    with pytest.raises(EndorsementError, match="node ghost is not registered"):
+        client.submit_async("RevokeAK", json.dumps({"node_id": "ghost", "reason": ""}))
+
+
+def test_with_endorser_processes_a_refusal_comes_from_the_receipt(tmp_path):
+    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.05, endorser_processes=1)
+    client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "app"))
+    try:
+        pending = [client.submit_async("RegisterNode", node(f"n{i}")) for i in range(20)]
+        refused = client.submit_async("RevokeAK", json.dumps({"node_id": "ghost", "reason": ""}))
+        receipts = [p.receipt() for p in pending]
+        with pytest.raises(EndorsementError, match="node ghost is not registered"):
+            refused.receipt()
+        assert json.loads(client.evaluate("GetNode", json.dumps({"node_id": "n19"})))["org"]
+    finally:
+        ledger.close()
+    assert all(r.valid for r in receipts) and len({r.tx_id for r in receipts}) == 20
+    assert len({r.block_number for r in receipts}) < 20  # batched, not a block each
+
+
+def test_a_dead_endorser_process_makes_the_ledger_unavailable_not_hung(tmp_path):
+    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.01, endorser_processes=1)
+    client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "app"))
+    try:
+        assert client.submit("RegisterNode", node("n1")).valid
+        (worker,) = [p for p in multiprocessing.active_children() if "endorser" in p.name]
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.join(timeout=10)
+        with pytest.raises(LedgerUnavailable, match="endorser process failed"):
+            client.submit("RegisterNode", node("n2"))  # the dispatcher finds the pipe closed
+        with pytest.raises(LedgerUnavailable, match="endorser process failed"):
+            client.submit_async("RegisterNode", node("n3"))  # and the ledger says so up front
+        assert json.loads(client.evaluate("GetNode", json.dumps({"node_id": "n1"})))["org"]
+    finally:
+        ledger.close()

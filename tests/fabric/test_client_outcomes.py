@@ -75,3 +75,15 @@ def test_orderer_refusing_the_transaction_is_not_retried(gateway):  # type: igno
     recorder.submit_failure = grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(EndorsementError, match="submit failed \\(PERMISSION_DENIED\\)"):
         client.submit("CreateLease", "{}")
+
+
+def test_submit_async_returns_before_the_commit_status_is_asked(gateway):  # type: ignore[no-untyped-def]
+    recorder, client = gateway
+    pending = client.submit_async("CreateLease", "{}")
+    assert pending.tx_id == recorder.requests["Submit"][0].transaction_id
+    assert "CommitStatus" not in recorder.requests
+    recorder.commit_code = transaction_pb2.MVCC_READ_CONFLICT
+    with pytest.raises(TransactionInvalid) as info:
+        pending.receipt()
+    assert info.value.receipt.validation_code == "MVCC_READ_CONFLICT"
+    assert recorder.requests["CommitStatus"][0].signature  # signed by the client
