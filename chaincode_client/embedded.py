@@ -51,6 +51,11 @@ class EmbeddedClient:
     def identity(self) -> Identity:
         return self._identity
 
+    @property
+    def engine(self) -> EmbeddedLedger:
+        """The engine this client submits to (its owner closes it)."""
+        return self._ledger
+
     def _proposal(self, fn: str, args: tuple[str, ...]) -> tuple[bytes, bytes, str]:
         """(proposal, signature, tx id)."""
         if not all(isinstance(a, str) for a in args):

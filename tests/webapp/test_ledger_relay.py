@@ -17,7 +17,7 @@ from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
 from webapp.outbox.ledger import close_ledger_client
 from webapp.outbox.models import OutboxEntry
-from webapp.outbox.relay import relay_once
+from webapp.outbox.relay import overlap, relay_once, subjects
 
 ACTOR = "test"
 
@@ -127,3 +127,80 @@ def test_tenant_receipt_re_checks_offline(fleet, owner, outsider, attested_node,
     )
     assert verify_receipt(receipt)  # a tampered receipt no longer checks out
     assert outsider.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 404
+
+
+def _blocks(function: str) -> list[int]:
+    rows = OutboxEntry.objects.filter(function=function).order_by("created", "id")
+    return [row.block_number for row in rows]
+
+
+def test_rows_about_different_records_are_pipelined_into_one_block(
+    fleet, tenant, attested_node, ledger
+):
+    ledger.engine.block_timeout_s = 1.0  # a block waits for more; a one-by-one relay can't fill it
+    place(tenant, fleet.gpus[:2], [attested_node])
+    place(tenant, fleet.gpus[2:], [attested_node])
+    assert relay_once(ledger) == {"done": 2}
+    first, second = _blocks("CreateLease")
+    assert first == second
+
+
+def test_rows_about_one_lease_commit_in_order_within_one_relay_pass(
+    fleet, tenant, attested_node, ledger
+):
+    lease = place(tenant, fleet.gpus[:2], [attested_node])
+    assert relay_once(ledger) == {"done": 1}
+    actions.activate_lease(lease, actor=ACTOR)
+    actions.end_lease(lease, actor=ACTOR)
+    actions.settle_lease(lease, [_interval()], actor=ACTOR)
+    again = place(tenant, fleet.gpus[:2], [attested_node])  # the GPUs EndLease frees
+    assert relay_once(ledger) == {"done": 3}  # EndLease, Settle, CreateLease: none refused
+    (end,), (settle,) = _blocks("EndLease"), _blocks("Settle")
+    assert end < settle and end < _blocks("CreateLease")[1]
+    assert Lease.objects.get(pk=again.pk).state == states.PLACED
+    call_command("ledger_verify")
+
+
+def test_a_later_row_never_overtakes_a_waiting_one_about_the_same_lease(
+    fleet, tenant, attested_node, ledger
+):
+    on_ledger = attested_node.ledger_tx
+    Attestation.objects.filter(pk=attested_node.pk).update(ledger_tx="")
+    lease = place(tenant, fleet.gpus[:2], [attested_node])
+    Lease.objects.filter(pk=lease.pk).update(state=states.ACTIVE)  # as if it had started
+    actions.end_lease(Lease.objects.get(pk=lease.pk), actor=ACTOR)
+    # CreateLease waits for its attestation, so EndLease must wait too (not be refused)
+    assert relay_once(ledger) == {"waiting": 2}
+    end = OutboxEntry.objects.get(function="EndLease")
+    assert "earlier change" in end.last_error
+    # EndLease's back-off runs out first: it still must not go before its CreateLease
+    OutboxEntry.objects.filter(pk=end.pk).update(next_attempt=None)
+    assert relay_once(ledger) == {"waiting": 1}
+    # the attestation is on the ledger again: both go, in order
+    Attestation.objects.filter(pk=attested_node.pk).update(ledger_tx=on_ledger)
+    OutboxEntry.objects.update(next_attempt=None)
+    assert relay_once(ledger) == {"done": 2}
+    assert _blocks("CreateLease")[0] < _blocks("EndLease")[0]
+
+
+def _interval() -> actions.SettlementInput:
+    return actions.SettlementInput(
+        generation="A100-SXM4-80GB",
+        attributed_energy_mj=7_200_000_000,
+        measured_energy_mj=8_000_000_000,
+        tariff_micro_per_kwh=200_000,
+        amount_micro=settlement_amount(8_000_000_000, 7_200_000_000, 200_000),
+        telemetry_digest="ab" * 32,
+    )
+
+
+def test_which_rows_must_wait_for_each_other():
+    create = subjects("CreateLease", {"lease_id": "L1", "gpus": ["G1", "G2"]})
+    end_other = subjects("EndLease", {"lease_id": "L2"})
+    attest = subjects("RecordAttestation", {"node_id": "n1", "nonce": "00"})
+    register = subjects("RegisterNode", {"node_id": "n1", "gpus": [{"uuid": "G1"}]})
+    assert overlap(create, end_other) and overlap(end_other, create)  # it may free G1 or G2
+    assert overlap(register, create) and overlap(register, attest)
+    assert not overlap(create, attest)  # different records: they may share a block
+    settle_one, settle_two = (subjects("Settle", {"lease_id": x}) for x in ("L1", "L2"))
+    assert not overlap(settle_one, settle_two)
