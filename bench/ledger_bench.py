@@ -19,6 +19,7 @@ import argparse
 import collections
 import json
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
+from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import NodeTpm
 from tests.ledger.helpers import attest, lease_request, register_node
 
@@ -65,8 +67,7 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
         tpm.stop()
 
 
-def run(args: argparse.Namespace) -> dict:
-    workdir = Path(tempfile.mkdtemp(prefix="ledger-bench-"))
+def run(args: argparse.Namespace, workdir: Path) -> dict:
     ledger = EmbeddedLedger.open(
         workdir / "ledger.sqlite",
         block_size=args.block_size,
@@ -131,6 +132,10 @@ def run(args: argparse.Namespace) -> dict:
         children_before.ru_utime + children_before.ru_stime
     )
     latencies.sort()
+    export_start = time.perf_counter()
+    receipt = export_receipt(workdir / "ledger.sqlite", f"L-{gpus[-1]}")
+    export_ms = 1000 * (time.perf_counter() - export_start)
+    assert verify_receipt(receipt) == [], "the receipt of a benchmark lease does not re-check"
     result = {
         "committed": len(latencies),
         "failed": len(failures),
@@ -146,6 +151,7 @@ def run(args: argparse.Namespace) -> dict:
         "p50_ms": round(1000 * statistics.median(latencies), 2),
         "p99_ms": round(1000 * latencies[int(0.99 * (len(latencies) - 1))], 2),
         "blocks": int(blocks),
+        "receipt_export_ms": round(export_ms, 1),  # one lease's receipt from the whole chain
         "process_cpu_us_per_tx": round(cpu / max(1, len(latencies)) * 1e6, 1),
         "process_cpu_utilisation": round(cpu / elapsed, 2),
         # endorser/validator processes, over their whole life (setup's few transactions too)
@@ -172,13 +178,20 @@ def main() -> None:
     parser.add_argument("--validation-workers", type=int, default=0)
     parser.add_argument("--endorser-processes", type=int, default=1)
     parser.add_argument("--switch-interval-ms", type=float, default=5.0)
+    parser.add_argument("--keep", action="store_true", help="keep the ledger file afterwards")
     args = parser.parse_args()
     sys.setswitchinterval(args.switch_interval_ms / 1000)  # CPython's default is 5 ms
+    workdir = Path(tempfile.mkdtemp(prefix="ledger-bench-"))
     try:
-        result = run(args)
+        result = run(args, workdir)
     except Exception as exc:  # e.g. swtpm could not start: say so on stdout, exit non-zero
         print(json.dumps({"error": repr(exc)}))
         raise SystemExit(1) from exc
+    finally:
+        if args.keep:
+            print(f"ledger kept in {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(result, indent=1))
 
 

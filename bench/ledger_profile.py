@@ -15,6 +15,7 @@ import cProfile
 import json
 import os
 import pstats
+import shutil
 import sys
 import tempfile
 import time
@@ -85,6 +86,7 @@ def main() -> None:
     stages["  commit: validate (decode, policy, MVCC)"] = ledger.timings["validate"] / n * 1e6
     stages["  commit: block hash + SQLite"] = ledger.timings["commit_sqlite"] / n * 1e6
     ledger.close()
+    shutil.rmtree(workdir, ignore_errors=True)
     total = sum(v for k, v in stages.items() if not k.startswith("  "))
     stages["TOTAL CPU per transaction"] = total
     stages["=> single-core ceiling, tx/s"] = 1e6 / total

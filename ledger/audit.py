@@ -71,6 +71,34 @@ class _Chain:
             )
         )
 
+    def value(self, key: str) -> bytes | None:
+        row = self.conn.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def versions(self, key: str) -> list[bytes]:
+        """Every value the key has held, oldest first (deletions left out)."""
+        rows = self.conn.execute(
+            "SELECT value FROM history WHERE key = ? AND value IS NOT NULL ORDER BY block, txnum",
+            (key,),
+        )
+        return [bytes(value) for (value,) in rows]
+
+    def writers(self, keys: list[str], prefix: str) -> set[tuple[int, int]]:
+        """(block, txnum) of every valid transaction that wrote one of `keys` or a key
+        starting with `prefix`, from the key-history index (no scan of the chain)."""
+        found = set()
+        for key in keys:
+            found |= set(
+                self.conn.execute("SELECT block, txnum FROM history WHERE key = ?", (key,))
+            )
+        found |= set(
+            self.conn.execute(
+                "SELECT block, txnum FROM history WHERE key >= ? AND key < ?",
+                (prefix, prefix + "\U0010ffff"),
+            )
+        )
+        return found
+
     def state(self) -> dict[str, tuple[bytes, tuple[int, int]]]:
         return {
             k: (bytes(v), (b, t))

@@ -17,7 +17,7 @@ from typing import Any
 
 from ledger import money
 from ledger.audit import _Chain
-from ledger.contract_state import ATTESTATION, GPU_LEASE, LEASE, NODE, SETTLEMENT
+from ledger.contract_state import ATTESTATION, LEASE, NODE, SETTLEMENT
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.tx import (
     VALID,
@@ -32,28 +32,26 @@ RECEIPT_VERSION = 1
 MAX_RECEIPT_BYTES = 64 * 1024 * 1024
 
 
-def _touches(writes: dict[str, Any], lease_id: str, atts: set[str], nodes: set[str]) -> bool:
-    settlement_prefix = f"\x00{SETTLEMENT}\x00{lease_id}\x00"
-    for key in writes:
-        if key == LEASE + lease_id or key.startswith(settlement_prefix):
-            return True
-        if key.startswith(ATTESTATION) and key[len(ATTESTATION) :] in atts:
-            return True
-        if key.startswith(NODE) and key[len(NODE) :] in nodes:
-            return True
-    return False
-
-
 def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
+    """The receipt of one lease. Its transactions are found through the key-history index:
+    those that wrote the lease (creation, migrations, end; the only ones that claim or free
+    its GPUs), its settlements, the attestations it relied on and its nodes' registrations."""
     chain = _Chain(path)
-    state = chain.state()
-    if LEASE + lease_id not in state:
+    if chain.value(LEASE + lease_id) is None:
         raise KeyError(f"lease {lease_id} is not on this ledger")
-    lease = json.loads(state[LEASE + lease_id][0])
-    atts = set(lease["attestation_ids"])
-    nodes = {g["node_id"] for g in lease["gpus"]}
-    for migration in lease["migrations"]:
-        nodes |= {g["node_id"] for g in migration["from"]}
+    # every version of the lease: a migration replaces its GPUs and the attestations relied
+    # on, and the receipt must still show what the earlier placement rested on
+    atts: set[str] = set()
+    nodes: set[str] = set()
+    for version in chain.versions(LEASE + lease_id):
+        lease = json.loads(version)
+        atts |= set(lease["attestation_ids"])
+        nodes |= {g["node_id"] for g in lease["gpus"]}
+    keys = [LEASE + lease_id]
+    keys += [ATTESTATION + att for att in sorted(atts)]
+    keys += [NODE + node for node in sorted(nodes)]
+    wanted = chain.writers(keys, prefix=f"\x00{SETTLEMENT}\x00{lease_id}\x00")
+    blocks = {block for block, _ in wanted}
     headers, entries = [], []
     for number, prev_hash, data_hash, block_hash, _ in chain.blocks():
         headers.append(
@@ -64,18 +62,12 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
                 "hash": block_hash,
             }
         )
-        if number == 0:
+        if number not in blocks:
             continue
         txs = chain.block_txs(number)
         hashes = [hashlib.sha256(bytes(e)).hexdigest() for _, _, _, e in txs]
         for txnum, tx_id, code, envelope in txs:
-            if code != VALID:
-                continue
-            tx = decode_envelope(bytes(envelope))
-            if _touches(tx.rwset.writes, lease_id, atts, nodes) or any(
-                k.startswith(GPU_LEASE) and json.loads(v or b"{}").get("lease_id") == lease_id
-                for k, v in tx.rwset.writes.items()
-            ):
+            if code == VALID and (number, txnum) in wanted:
                 entries.append(
                     {
                         "block": number,

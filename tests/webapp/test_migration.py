@@ -4,6 +4,7 @@ at the old terms, the rest at the new ones, and the ledger records the move."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from decimal import Decimal
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from attest.agent.http import AgentApi, attest_once, enrol
 from attest.agent.tpm import Agent
 from attest.swtpm import start_node_tpm
+from ledger.receipt import export_receipt, verify_receipt
 from tests.webapp.conftest import set_golden_values
 from webapp.attestation import service
 from webapp.core.seed import gpu_uuid
@@ -49,7 +51,7 @@ def h100_node(fleet, h100_tpm, live_server, api, ledger):
 
 
 def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
-    fleet, tenant, agent, api, owner, ledger, h100_node
+    fleet, tenant, agent, api, owner, ledger, h100_node, settings
 ):
     ak = enrol(agent, api)
     set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
@@ -102,6 +104,20 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
         ledger.evaluate("GetSettlements", json.dumps({"lease_id": str(lease.ledger_id)}))
     )
     assert [s["interval_seq"] for s in settled] == [0, 1]
+    # the tenant's receipt holds the whole story, both nodes included, and re-checks
+    receipt = export_receipt(settings.LEDGER_PATH, str(lease.ledger_id))
+    assert verify_receipt(receipt) == []
+    functions = Counter(
+        json.loads(json.loads(t["envelope"])["proposal"])["fn"] for t in receipt["transactions"]
+    )
+    assert functions == {
+        "RegisterNode": 2,
+        "RecordAttestation": 2,
+        "CreateLease": 1,
+        "MigrateLease": 1,
+        "EndLease": 1,
+        "Settle": 2,
+    }
 
 
 def test_migration_to_the_same_generation_is_refused(fleet, tenant, owner, agent, api, ledger):

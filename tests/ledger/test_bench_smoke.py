@@ -1,0 +1,26 @@
+"""The ledger benchmark still runs end to end (a small load; no speed is asserted here,
+figures live in docs/benchmarks-ledger.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_ledger_bench_commits_every_lease_through_an_endorser_process():
+    run = subprocess.run(
+        [sys.executable, "bench/ledger_bench.py", "--leases", "130", "--in-flight", "16"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert (result["committed"], result["failed"]) == (130, 0), result
+    assert result["endorser_processes"] == 1 and result["worker_processes_cpu_us_per_tx"] > 0
+    assert result["blocks"] < 130  # transactions in flight share blocks
