@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import socket
 from datetime import datetime, timedelta
 from typing import Any
@@ -32,10 +33,10 @@ from django.utils import timezone
 from chaincode_client.interface import (
     EndorsementError,
     LedgerClient,
+    LedgerError,
     LedgerUnavailable,
     PendingCommit,
     Receipt,
-    TransactionInvalid,
 )
 from webapp.core.events import publish_on_commit
 from webapp.outbox import hooks
@@ -59,21 +60,25 @@ def worker_id() -> str:
 
 
 def claim(batch: int, now=None) -> list[OutboxEntry]:
+    """Up to `batch` ready rows, oldest first, marked as this worker's (one UPDATE: a row
+    another worker claimed first is simply not among them)."""
     now = now or timezone.now()
     OutboxEntry.objects.filter(
         status=OutboxEntry.SENDING, next_attempt__lt=now - timedelta(seconds=STALE_CLAIM_S)
     ).update(status=OutboxEntry.PENDING)
     ready = OutboxEntry.objects.filter(status=OutboxEntry.PENDING).exclude(next_attempt__gt=now)
     ids = list(ready.order_by("created", "id").values_list("id", flat=True)[:batch])
-    me = worker_id()
-    mine = []
-    for entry_id in ids:
-        got = OutboxEntry.objects.filter(id=entry_id, status=OutboxEntry.PENDING).update(
-            status=OutboxEntry.SENDING, claimed_by=me, next_attempt=now
-        )
-        if got:
-            mine.append(OutboxEntry.objects.get(id=entry_id))
-    return mine
+    if not ids:
+        return []
+    token = f"{worker_id()}#{secrets.token_hex(4)}"[-100:]  # this claim's rows, and no others
+    OutboxEntry.objects.filter(id__in=ids, status=OutboxEntry.PENDING).update(
+        status=OutboxEntry.SENDING, claimed_by=token, next_attempt=now
+    )
+    return list(
+        OutboxEntry.objects.filter(
+            id__in=ids, claimed_by=token, status=OutboxEntry.SENDING
+        ).order_by("created", "id")
+    )
 
 
 def _retry(entry: OutboxEntry, error: str) -> None:
@@ -133,16 +138,21 @@ def overlap(a: set[str], b: set[str]) -> bool:
     return (ANY_GPU in a and b_gpu) or (ANY_GPU in b and a_gpu)
 
 
-def _outcome(entry: OutboxEntry, pending: PendingCommit) -> str:
+def _await(pending: PendingCommit) -> Receipt | LedgerError:
     try:
-        receipt = pending.receipt()
-    except EndorsementError as exc:
-        _rejected(entry, str(exc))
+        return pending.receipt()
+    except LedgerError as exc:
+        return exc
+
+
+def _record(entry: OutboxEntry, result: Receipt | LedgerError) -> str:
+    if isinstance(result, EndorsementError):
+        _rejected(entry, str(result))
         return "rejected"
-    except (TransactionInvalid, LedgerUnavailable) as exc:
-        _retry(entry, str(exc))
+    if isinstance(result, LedgerError):  # invalid at commit, or the outcome is unknown
+        _retry(entry, str(result))
         return "retry"
-    _done(entry, receipt)
+    _done(entry, result)
     return "done"
 
 
@@ -161,13 +171,17 @@ class _Pipeline:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
 
     def drain(self) -> None:
-        for entry, pending in self.in_flight:
-            outcome = _outcome(entry, pending)
-            if outcome == "retry":
-                self.held |= subjects(entry.function, entry.args)
-            self.count(outcome)
+        """Collect the receipts (no database transaction is open while the ledger is waited
+        for), then record every outcome in one database transaction."""
+        results = [(entry, _await(pending)) for entry, pending in self.in_flight]
         self.in_flight.clear()
         self.touched.clear()
+        with transaction.atomic():
+            for entry, result in results:
+                outcome = _record(entry, result)
+                if outcome == "retry":
+                    self.held |= subjects(entry.function, entry.args)
+                self.count(outcome)
 
     def prepare(self, entry: OutboxEntry, mine: set[str]) -> dict[str, Any] | None:
         try:
