@@ -69,11 +69,12 @@ def main() -> None:
             for u in gpus
         ],
     )
-    for key in ledger.endorser.timings:
-        ledger.endorser.timings[key] = 0.0
+    for endorser in ledger.endorsers:
+        endorser.timings.update(dict.fromkeys(endorser.timings, 0.0))
     envelopes = timed("endorse (total)", lambda: [ledger.endorse(*p)[1] for p in proposals])
-    for key, value in ledger.endorser.timings.items():
-        stages[f"  endorse: {key}"] = value / n * 1e6
+    for endorser in ledger.endorsers:
+        for key, value in endorser.timings.items():
+            stages[f"  endorse: {endorser.mspid} {key}"] = value / n * 1e6
 
     def commit_all():
         for i in range(0, n, args.block_size):

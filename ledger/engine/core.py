@@ -16,10 +16,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.engine.endorser import Endorser, LedgerClosed, ProposalRejected, Simulation
+from ledger.engine.endorser import (
+    Endorser,
+    LedgerClosed,
+    ProposalRejected,
+    Simulation,
+    endorse_everywhere,
+)
 from ledger.engine.msp import ChannelMsp, Identity, OrgMaterial, new_identity
 from ledger.engine.parallel import SignaturePool
-from ledger.engine.peers import EndorserPool
+from ledger.engine.peers import PeerProcesses
 from ledger.engine.store import BlockRow, CommittedTx, Store
 from ledger.engine.tx import (
     VALID,
@@ -29,7 +35,6 @@ from ledger.engine.tx import (
     data_hash_of_digests,
     decode_envelope,
     dumps,
-    encode_envelope,
     unb64,
 )
 from ledger.engine.validate import BlockView, signature_code, validate_block
@@ -70,7 +75,7 @@ class EmbeddedLedger:
         block_size: int,
         block_timeout_s: float,
         validation_workers: int = 0,
-        endorser_processes: int = 0,
+        peer_processes: bool = False,
     ) -> None:
         self.store = store
         self.config = config
@@ -82,13 +87,15 @@ class EmbeddedLedger:
         # verify them again. Any other envelope (and every one in the audit) is checked fully.
         self._vouched: set[bytes] = set()
         self._peers = (
-            EndorserPool(endorser_processes, store.path, msp_dir_for(store.path), config)
-            if endorser_processes
-            else None
+            PeerProcesses(store.path, msp_dir_for(store.path), config) if peer_processes else None
         )
         self.msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
         self._orgs = orgs
-        self.endorser = Endorser(store, self.msp, [o.peer for o in orgs.values()], self.channel)
+        # every org's endorsing peer, in genesis order; each simulates on its own
+        self.endorsers = [
+            Endorser(store, self.msp, orgs[mspid].peer, self.channel)
+            for mspid in config["ca_certs"]
+        ]
         self.block_size = block_size
         self.block_timeout_s = block_timeout_s
         self._queue: queue.Queue = queue.Queue()
@@ -114,13 +121,13 @@ class EmbeddedLedger:
         synchronous: str = "NORMAL",
         channel: str = DEFAULT_CHANNEL,
         validation_workers: int = 0,
-        endorser_processes: int = 0,
+        peer_processes: bool = False,
     ) -> EmbeddedLedger:
         """Open (or create, with a genesis block and fresh org keys) the ledger at path.
         Org keys live in `<path>.msp/<mspid>/`; on reopen orgs/policy come from genesis.
         validation_workers > 0 checks block signatures in that many worker processes;
-        endorser_processes > 0 simulates and signs proposals in that many (evaluate stays
-        in-process)."""
+        peer_processes runs each org's endorsing peer in a process of its own (evaluate
+        stays in-process)."""
         path = Path(path)
         msp_dir = msp_dir_for(path)
         store = Store(path, synchronous)
@@ -142,7 +149,7 @@ class EmbeddedLedger:
             block_size,
             block_timeout_s,
             validation_workers,
-            endorser_processes,
+            peer_processes,
         )
 
     @staticmethod
@@ -167,27 +174,23 @@ class EmbeddedLedger:
     # -- the transaction flow ------------------------------------------------------------
     def evaluate(self, proposal_bytes: bytes, signature: bytes) -> bytes:
         self._check_open(endorsers=False)  # queries run in this process
-        return self.endorser.simulate(proposal_bytes, signature).payload
+        return self.endorsers[0].simulate(proposal_bytes, signature).payload  # one peer, as Fabric
 
     def endorse(self, proposal_bytes: bytes, signature: bytes) -> tuple[Simulation, bytes]:
-        """Simulate and collect every org's endorsement; returns the envelope to order."""
+        """Every org's peer simulates and signs; returns the envelope to order once they
+        agree. ProposalRejected when one refuses or their results differ."""
         self._check_open()
         if self._peers is not None:
-            tx_id, payload, envelope = self._peers.endorse(proposal_bytes, signature)
-            self._vouch(envelope)
-            return Simulation(tx_id, payload, b""), envelope
-        simulation = self.endorser.simulate(proposal_bytes, signature)
-        endorsements = self.endorser.endorse(simulation)
-        envelope = encode_envelope(
-            proposal_bytes, signature, simulation.response_bytes, endorsements
-        )
+            simulation, envelope = self._peers.endorse_async(proposal_bytes, signature).result()
+        else:
+            simulation, envelope = endorse_everywhere(self.endorsers, proposal_bytes, signature)
         self._vouch(envelope)
         return simulation, envelope
 
     def submit(self, proposal_bytes: bytes, signature: bytes) -> Future:
         """Endorse and order without waiting: the future resolves to a TxResult once the
         block holding the transaction is committed. In-process endorsement happens here
-        (a refused proposal raises ProposalRejected now); with endorser processes the
+        (a refused proposal raises ProposalRejected now); with peer processes the
         proposal joins the next batch sent to them, and a refusal fails the future."""
         self._check_open()
         if self._peers is None:
@@ -199,7 +202,7 @@ class EmbeddedLedger:
             if failure is not None:
                 committed.set_exception(failure)
                 return
-            _, _, envelope = done.result()
+            _, envelope = done.result()
             self._vouch(envelope)
             try:
                 self._check_open()

@@ -15,7 +15,7 @@ from ledger.contract import CONTRACT_NAME, new_chaincode
 from ledger.engine.msp import ChannelMsp, Identity, MspError
 from ledger.engine.store import Store
 from ledger.engine.stub import SimulationStub
-from ledger.engine.tx import b64, dumps, make_tx_id, sha256_hex, unb64
+from ledger.engine.tx import b64, dumps, encode_envelope, make_tx_id, sha256_hex, unb64
 
 MAX_PROPOSAL_BYTES = 256 * 1024
 MAX_ARGS = 8
@@ -93,17 +93,23 @@ def _parse_proposal(raw: bytes, channel: str) -> dict[str, Any]:
 
 
 class Endorser:
-    """All of the channel's organisations' peers, in one process: each signs the same
-    simulated response with its own key."""
+    """One organisation's endorsing peer: checks the creator, simulates the contract against
+    committed state and signs the response with its own key. Every org of the channel runs
+    one, each simulating on its own (`endorse_everywhere`), as on Fabric: an org's
+    endorsement is its own execution of the contract, its own re-check of every quote."""
 
-    def __init__(self, store: Store, msp: ChannelMsp, peers: list[Identity], channel: str):
+    def __init__(self, store: Store, msp: ChannelMsp, peer: Identity, channel: str):
         self._store = store
         self._msp = msp
-        self._peers = peers
+        self.peer = peer
         self._channel = channel
         self._chaincode = new_chaincode()
         _drop_redundant_string_schemas(self._chaincode)
         self.timings = {"verify_creator": 0.0, "simulate": 0.0, "sign": 0.0}
+
+    @property
+    def mspid(self) -> str:
+        return self.peer.mspid
 
     def check(self, proposal_bytes: bytes, signature: bytes) -> dict[str, Any]:
         proposal = _parse_proposal(proposal_bytes, self._channel)
@@ -150,18 +156,54 @@ class Endorser:
         )
         return Simulation(proposal["tx_id"], bytes(response.payload), response_bytes)
 
-    def endorse(self, simulation: Simulation) -> list[dict[str, str]]:
+    def sign(self, simulation: Simulation) -> dict[str, str]:
         t0 = time.perf_counter()
-        out = [
-            {
-                "mspid": peer.mspid,
-                "cert": peer.cert_pem.decode(),
-                "signature": b64(peer.sign(simulation.response_bytes)),
-            }
-            for peer in self._peers
-        ]
+        endorsement = {
+            "mspid": self.peer.mspid,
+            "cert": self.peer.cert_pem.decode(),
+            "signature": b64(self.peer.sign(simulation.response_bytes)),
+        }
         self.timings["sign"] += time.perf_counter() - t0
-        return out
+        return endorsement
+
+    def endorse(self, proposal_bytes: bytes, signature: bytes) -> Endorsed:
+        simulation = self.simulate(proposal_bytes, signature)
+        return Endorsed(simulation, self.sign(simulation))
+
+
+@dataclass
+class Endorsed:
+    """One org's answer to a proposal: what it simulated and its signature over that."""
+
+    simulation: Simulation
+    endorsement: dict[str, str]
+
+
+def agree(answers: list[Endorsed]) -> Simulation:
+    """The simulation every org endorsed, or ProposalRejected naming the orgs that differ
+    (a nondeterministic contract, or peers at different ledger heights: Fabric's gateway
+    refuses such a proposal the same way)."""
+    first = answers[0]
+    for other in answers[1:]:
+        if other.simulation.response_bytes != first.simulation.response_bytes:
+            raise ProposalRejected(
+                "endorsing organisations disagree: "
+                f"{first.endorsement['mspid']} and {other.endorsement['mspid']} simulated "
+                "different results; retry"
+            )
+    return first.simulation
+
+
+def endorse_everywhere(
+    endorsers: list[Endorser], proposal_bytes: bytes, signature: bytes
+) -> tuple[Simulation, bytes]:
+    """Every org's peer endorses on its own; the envelope to order when they agree."""
+    answers = [e.endorse(proposal_bytes, signature) for e in endorsers]
+    simulation = agree(answers)
+    envelope = encode_envelope(
+        proposal_bytes, signature, simulation.response_bytes, [a.endorsement for a in answers]
+    )
+    return simulation, envelope
 
 
 def _drop_redundant_string_schemas(chaincode: Any) -> None:

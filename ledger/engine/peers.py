@@ -1,16 +1,16 @@
-"""Endorsing peers in worker processes, as on Fabric where peers are separate processes.
+"""Each organisation's endorsing peer in a process of its own, as on Fabric.
 
-Checking the creator, simulating and signing hold the GIL (they are about two thirds of a
-transaction's CPU time); with `endorser_processes=N` the engine endorses in N worker
-processes, each reading committed state from the SQLite file through its own read-only
-connection (one read transaction per simulation: a consistent snapshot, like a peer's read
-lock) and signing with every org's peer key. Ordering, validation and commit stay in the
-engine's process.
+Checking the creator, simulating and signing hold the GIL (about two thirds of a
+transaction's CPU time); with `peer_processes=True` the engine runs every org's peer in a
+worker process that holds only that org's peer key and reads committed state from the SQLite
+file through its own read-only connection (one read transaction per simulation: a consistent
+snapshot, like a peer's read lock). Each proposal goes to every org's process; each simulates
+on its own, and the engine orders the transaction only when their results agree. Ordering,
+validation and commit stay in the engine's process.
 
-Proposals are sent in batches: one dispatcher thread per worker takes whatever proposals
-have queued while the worker was busy, sends them as one message over the worker's pipe and
-resolves each proposal's future from the answer. The IPC cost is then per batch, not per
-transaction, which is what makes a second process pay on a 2-core machine.
+Proposals are sent in batches: one dispatcher thread per process takes whatever proposals
+queued while its peer was busy, sends them as one message over the pipe and hands each
+answer back, so the IPC cost is per batch, not per transaction.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from ledger.engine.endorser import Endorser, LedgerClosed, ProposalRejected
+from ledger.engine.endorser import Endorsed, Endorser, LedgerClosed, ProposalRejected, agree
 from ledger.engine.msp import ChannelMsp, OrgMaterial
 from ledger.engine.tx import Version, encode_envelope
 
@@ -73,17 +73,17 @@ class SqliteState:
         )
 
 
-MAX_BATCH = 256  # proposals per message to a worker
+MAX_BATCH = 256  # proposals per message to a peer process
 _STOP = object()
-Answer = tuple[str, str, bytes, bytes]  # ('ok', tx_id, payload, envelope) | ('rejected', why, ..)
+Answer = tuple[bool, Any]  # (True, Endorsed) or (False, why it was refused)
 
 
-def _serve(conn: Connection, path: str, msp_dir: str, config: dict[str, Any]) -> None:
-    """A worker process: endorse each batch received, answer with one message, until the
+def _serve(conn: Connection, path: str, msp_dir: str, config: dict[str, Any], mspid: str) -> None:
+    """A peer process: endorse each batch received, answer with one message, until the
     engine closes its end of the pipe."""
     msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
-    peers = [OrgMaterial.load(Path(msp_dir) / m).peer for m in config["ca_certs"]]
-    endorser = Endorser(SqliteState(Path(path)), msp, peers, config["channel"])  # type: ignore[arg-type]
+    peer = OrgMaterial.load(Path(msp_dir) / mspid).peer
+    endorser = Endorser(SqliteState(Path(path)), msp, peer, config["channel"])  # type: ignore[arg-type]
     while True:
         try:
             batch = conn.recv()
@@ -94,97 +94,142 @@ def _serve(conn: Connection, path: str, msp_dir: str, config: dict[str, Any]) ->
 
 def _endorse(endorser: Endorser, proposal: bytes, signature: bytes) -> Answer:
     try:
-        simulation = endorser.simulate(proposal, signature)
+        return True, endorser.endorse(proposal, signature)
     except ProposalRejected as exc:
-        return "rejected", str(exc), b"", b""
-    envelope = encode_envelope(
-        proposal, signature, simulation.response_bytes, endorser.endorse(simulation)
-    )
-    return "ok", simulation.tx_id, simulation.payload, envelope
+        return False, str(exc)
 
 
-class EndorserPool:
-    def __init__(self, processes: int, path: Path, msp_dir: Path, config: dict) -> None:
+class _Gather:
+    """Every org's answer to one proposal; resolves `result` to (Simulation, envelope) once
+    all have answered and agree, or to the first refusal or failure."""
+
+    def __init__(self, orgs: int, proposal: bytes, signature: bytes, result: Future) -> None:
+        self._answers: list[Endorsed | None] = [None] * orgs
+        self._missing = orgs
+        self._lock = threading.Lock()
+        self.proposal, self.signature, self.result = proposal, signature, result
+
+    def deliver(self, index: int, answer: Endorsed | BaseException) -> None:
+        with self._lock:
+            if self.result.done():
+                return
+            if isinstance(answer, BaseException):
+                self.result.set_exception(answer)
+                return
+            self._answers[index] = answer
+            self._missing -= 1
+            if self._missing:
+                return
+        answers = [a for a in self._answers if a is not None]
+        try:
+            simulation = agree(answers)
+        except ProposalRejected as exc:
+            self.result.set_exception(exc)
+            return
+        envelope = encode_envelope(
+            self.proposal,
+            self.signature,
+            simulation.response_bytes,
+            [a.endorsement for a in answers],
+        )
+        self.result.set_result((simulation, envelope))
+
+
+class _PeerProcess:
+    def __init__(self, index: int, mspid: str, path: Path, msp_dir: Path, config: dict) -> None:
         context = multiprocessing.get_context("spawn")
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._workers = []
+        self.index = index
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.conn, theirs = context.Pipe()
+        self.process = context.Process(
+            target=_serve,
+            args=(theirs, str(path), str(msp_dir), config, mspid),
+            name=f"ledger-peer-{mspid}",
+            daemon=True,
+        )
+        self.process.start()
+        theirs.close()
+
+
+class PeerProcesses:
+    def __init__(self, path: Path, msp_dir: Path, config: dict) -> None:
         self._failure: str | None = None
-        for i in range(processes):
-            ours, theirs = context.Pipe()
-            process = context.Process(
-                target=_serve,
-                args=(theirs, str(path), str(msp_dir), config),
-                name=f"ledger-endorser-{i}",
-                daemon=True,
+        self._peers = [
+            _PeerProcess(i, mspid, path, msp_dir, config)
+            for i, mspid in enumerate(config["ca_certs"])
+        ]
+        self._dispatchers = [
+            threading.Thread(
+                target=self._dispatch, args=(peer,), name=peer.process.name, daemon=True
             )
-            process.start()
-            theirs.close()
-            dispatcher = threading.Thread(
-                target=self._dispatch, args=(ours,), name=f"ledger-endorser-{i}", daemon=True
-            )
+            for peer in self._peers
+        ]
+        for dispatcher in self._dispatchers:
             dispatcher.start()
-            self._workers.append((process, ours, dispatcher))
 
     @property
     def failure(self) -> str | None:
-        """Why the pool stopped endorsing (a worker process died), or None."""
+        """Why the peers stopped endorsing (a peer process died), or None."""
         return self._failure
 
     def endorse_async(self, proposal: bytes, signature: bytes) -> Future:
-        """A future of (tx_id, payload, envelope); ProposalRejected when refused."""
-        future: Future = Future()
+        """A future of (Simulation, envelope): every org endorsed and they agree;
+        ProposalRejected when one refused or they disagree, LedgerClosed on failure."""
+        result: Future = Future()
         if self._failure is not None:
-            future.set_exception(LedgerClosed(self._failure))
-        else:
-            self._queue.put((proposal, signature, future))
-        return future
+            result.set_exception(LedgerClosed(self._failure))
+            return result
+        gather = _Gather(len(self._peers), proposal, signature, result)
+        for peer in self._peers:
+            peer.queue.put(gather)
+        return result
 
-    def endorse(self, proposal: bytes, signature: bytes) -> tuple[str, bytes, bytes]:
-        return self.endorse_async(proposal, signature).result()
-
-    def _dispatch(self, conn: Connection) -> None:
+    def _dispatch(self, peer: _PeerProcess) -> None:
         while True:
-            batch = [self._queue.get()]
+            batch = [peer.queue.get()]
             while len(batch) < MAX_BATCH and batch[-1] is not _STOP:
                 try:
-                    batch.append(self._queue.get_nowait())
+                    batch.append(peer.queue.get_nowait())
                 except queue.Empty:
                     break
             stop = batch[-1] is _STOP
-            work = batch[:-1] if stop else batch
-            if work and not self._send(conn, work):
+            work: list[_Gather] = batch[:-1] if stop else batch
+            if work and not self._send(peer, work):
+                self._refuse_all(peer)
                 return
             if stop:
                 return
 
-    def _send(self, conn: Connection, work: list) -> bool:
+    def _send(self, peer: _PeerProcess, work: list[_Gather]) -> bool:
         try:
-            conn.send([(proposal, signature) for proposal, signature, _ in work])
-            answers: list[Answer] = conn.recv()
-        except (EOFError, OSError) as exc:  # the worker died: tell every waiter, now and later
-            self._failure = f"an endorser process failed ({exc!r}); reopen the ledger"
-            for _, _, future in work:
-                future.set_exception(LedgerClosed(self._failure))
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    return False
-                if item is not _STOP:
-                    item[2].set_exception(LedgerClosed(self._failure))
-        for (_, _, future), (status, text, payload, envelope) in zip(work, answers, strict=True):
-            if status == "ok":
-                future.set_result((text, payload, envelope))
-            else:
-                future.set_exception(ProposalRejected(text))
+            peer.conn.send([(g.proposal, g.signature) for g in work])
+            answers: list[Answer] = peer.conn.recv()
+        except (EOFError, OSError) as exc:  # the peer died
+            self._failure = (
+                f"the endorsing peer process {peer.process.name} failed ({exc!r}); "
+                "reopen the ledger"
+            )
+            for gather in work:
+                gather.deliver(peer.index, LedgerClosed(self._failure))
+            return False
+        for gather, (ok, answer) in zip(work, answers, strict=True):
+            gather.deliver(peer.index, answer if ok else ProposalRejected(answer))
         return True
 
+    def _refuse_all(self, peer: _PeerProcess) -> None:
+        """After its process died, answer everything still sent to this peer, until close."""
+        while True:
+            item = peer.queue.get()
+            if item is _STOP:
+                return
+            item.deliver(peer.index, LedgerClosed(self._failure or "peer process failed"))
+
     def close(self) -> None:
-        for _ in self._workers:
-            self._queue.put(_STOP)
-        for process, conn, dispatcher in self._workers:
+        for peer in self._peers:
+            peer.queue.put(_STOP)
+        for peer, dispatcher in zip(self._peers, self._dispatchers, strict=True):
             dispatcher.join()
-            conn.close()  # the worker reads EOF and exits
-            process.join(timeout=10)
-            if process.is_alive():
-                process.kill()
+            peer.conn.close()  # the peer reads EOF and exits
+            peer.process.join(timeout=10)
+            if peer.process.is_alive():
+                peer.process.kill()

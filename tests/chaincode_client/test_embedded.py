@@ -99,8 +99,8 @@ def test_a_refused_proposal_raises_at_submit_async(client):
         client.submit_async("RevokeAK", json.dumps({"node_id": "ghost", "reason": ""}))
 
 
-def test_with_endorser_processes_a_refusal_comes_from_the_receipt(tmp_path):
-    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.05, endorser_processes=1)
+def test_with_peer_processes_a_refusal_comes_from_the_receipt(tmp_path):
+    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.05, peer_processes=True)
     client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "app"))
     try:
         pending = [client.submit_async("RegisterNode", node(f"n{i}")) for i in range(20)]
@@ -115,17 +115,18 @@ def test_with_endorser_processes_a_refusal_comes_from_the_receipt(tmp_path):
     assert len({r.block_number for r in receipts}) < 20  # batched, not a block each
 
 
-def test_a_dead_endorser_process_makes_the_ledger_unavailable_not_hung(tmp_path):
-    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.01, endorser_processes=1)
+def test_a_dead_peer_process_makes_the_ledger_unavailable_not_hung(tmp_path):
+    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.01, peer_processes=True)
     client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "app"))
     try:
         assert client.submit("RegisterNode", node("n1")).valid
-        (worker,) = [p for p in multiprocessing.active_children() if "endorser" in p.name]
+        children = multiprocessing.active_children()
+        (worker,) = [p for p in children if p.name == "ledger-peer-Org1MSP"]
         os.kill(worker.pid, signal.SIGKILL)
         worker.join(timeout=10)
-        with pytest.raises(LedgerUnavailable, match="endorser process failed"):
+        with pytest.raises(LedgerUnavailable, match="peer process ledger-peer-Org1MSP failed"):
             client.submit("RegisterNode", node("n2"))  # the dispatcher finds the pipe closed
-        with pytest.raises(LedgerUnavailable, match="endorser process failed"):
+        with pytest.raises(LedgerUnavailable, match="peer process ledger-peer-Org1MSP failed"):
             client.submit_async("RegisterNode", node("n3"))  # and the ledger says so up front
         assert json.loads(client.evaluate("GetNode", json.dumps({"node_id": "n1"})))["org"]
     finally:

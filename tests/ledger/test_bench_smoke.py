@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_ledger_bench_commits_every_lease_through_an_endorser_process():
+def test_ledger_bench_commits_every_lease_through_peer_processes():
     run = subprocess.run(
         [sys.executable, "bench/ledger_bench.py", "--leases", "130", "--in-flight", "16"],
         cwd=ROOT,
@@ -22,5 +22,5 @@ def test_ledger_bench_commits_every_lease_through_an_endorser_process():
     assert run.returncode == 0, run.stderr[-2000:]
     result = json.loads(run.stdout)
     assert (result["committed"], result["failed"]) == (130, 0), result
-    assert result["endorser_processes"] == 1 and result["worker_processes_cpu_us_per_tx"] > 0
+    assert result["peer_processes"] and result["worker_processes_cpu_us_per_tx"] > 0
     assert result["blocks"] < 130  # transactions in flight share blocks

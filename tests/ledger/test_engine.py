@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 
 import pytest
@@ -13,7 +14,13 @@ from chaincode_client.embedded import EmbeddedClient
 from chaincode_client.interface import EndorsementError
 from ledger.audit import verify_ledger
 from ledger.engine import EmbeddedLedger
-from ledger.engine.endorser import make_proposal
+from ledger.engine.endorser import (
+    Endorser,
+    ProposalRejected,
+    endorse_everywhere,
+    make_proposal,
+)
+from ledger.engine.peers import SqliteState
 from ledger.engine.tx import RwSet, check_mvcc
 from ledger.engine.validate import DictState
 from tests.ledger.helpers import js, software_ak_b64
@@ -133,7 +140,7 @@ def test_reopen_keeps_chain_config_and_keys(tmp_path):
 
 def test_endorser_processes_simulate_against_committed_state(tmp_path):
     ledger = EmbeddedLedger.open(
-        tmp_path / "l.sqlite", block_timeout_s=0.001, endorser_processes=1, validation_workers=1
+        tmp_path / "l.sqlite", block_timeout_s=0.001, peer_processes=True, validation_workers=1
     )
     try:
         client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "a"))
@@ -164,3 +171,30 @@ def test_block_summaries_show_functions_creators_and_codes(ledger):
         ("RegisterNode", "Org1MSP", "MVCC_READ_CONFLICT"),
     ]
     assert ledger.block_summaries(0, 1)[0]["transactions"][0]["fn"] == "(config)"
+
+
+def test_every_org_simulates_and_a_disagreement_is_not_endorsed(tmp_path):
+    path = tmp_path / "l.sqlite"
+    EmbeddedLedger.open(path).close()
+    shutil.copy(path, tmp_path / "behind.sqlite")  # a peer still at the genesis height
+    ledger = EmbeddedLedger.open(path, block_timeout_s=0.001)
+    try:
+        identity = ledger.enroll("Org1MSP", "a")
+        EmbeddedClient(ledger, identity).submit("RegisterNode", node_request("n1"))
+        history = js({"key": "node:n1"})
+        proposal = make_proposal(identity, ledger.channel, "GetHistory", [history], 1, b"x" * 24)
+        # both orgs' peers ran the contract: each counted its own simulation
+        assert [e.timings["simulate"] > 0 for e in ledger.endorsers] == [True, True]
+        _, envelope = endorse_everywhere(ledger.endorsers, *proposal)
+        signers = [e["mspid"] for e in json.loads(envelope)["endorsements"]]
+        assert signers == ["Org1MSP", "Org2MSP"]
+        lagging = Endorser(
+            SqliteState(tmp_path / "behind.sqlite"),  # type: ignore[arg-type]
+            ledger.msp,
+            ledger.endorsers[1].peer,
+            ledger.channel,
+        )
+        with pytest.raises(ProposalRejected, match="Org1MSP and Org2MSP simulated different"):
+            endorse_everywhere([ledger.endorsers[0], lagging], *proposal)
+    finally:
+        ledger.close()
