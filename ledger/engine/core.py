@@ -82,9 +82,10 @@ class EmbeddedLedger:
         self.channel = config["channel"]
         self.policy = EndorsementPolicy.from_json(config["policy"])
         self._pool = SignaturePool(validation_workers, config) if validation_workers else None
-        # sha256 of envelopes this process endorsed: their creator signature was verified and
-        # their endorsements made here, over exactly these bytes, so the committer need not
-        # verify them again. Any other envelope (and every one in the audit) is checked fully.
+        # sha256 of envelopes this engine's own peers endorsed (in this process or in the
+        # peer processes it spawned): their creator signature was verified and their
+        # endorsements made by those peers, over exactly these bytes, so the committer need
+        # not verify them again. Any other envelope (and every one in the audit) is checked.
         self._vouched: set[bytes] = set()
         self._peers = (
             PeerProcesses(store.path, msp_dir_for(store.path), config) if peer_processes else None
