@@ -65,11 +65,16 @@ def backend(name: str) -> Callable:
     return register
 
 
-@backend("embedded")
 @contextmanager
-def embedded_backend(tmp_path: Path) -> Iterator[LedgerEnv]:
+def _embedded(tmp_path: Path, name: str, peer_processes: bool) -> Iterator[LedgerEnv]:
     path = tmp_path / "ledger.sqlite"
-    ledger = EmbeddedLedger.open(path, orgs=(ORG1, ORG2), block_size=50, block_timeout_s=0.005)
+    ledger = EmbeddedLedger.open(
+        path,
+        orgs=(ORG1, ORG2),
+        block_size=50,
+        block_timeout_s=0.005,
+        peer_processes=peer_processes,
+    )
     clock = StepClock()
 
     def new_client(org: str) -> LedgerClient:
@@ -79,7 +84,7 @@ def embedded_backend(tmp_path: Path) -> Iterator[LedgerEnv]:
         return EmbeddedClient(ledger, new_identity(ORG1, "mallory", None), clock_ns=clock)
 
     env = LedgerEnv(
-        "embedded",
+        name,
         {org: new_client(org) for org in (ORG1, ORG2)},
         new_client,
         outsider,
@@ -91,6 +96,18 @@ def embedded_backend(tmp_path: Path) -> Iterator[LedgerEnv]:
         yield env
     finally:
         ledger.close()
+
+
+@backend("embedded")
+def embedded_backend(tmp_path: Path) -> AbstractContextManager[LedgerEnv]:
+    """Both orgs' peers in the engine's process, reading its in-memory state."""
+    return _embedded(tmp_path, "embedded", peer_processes=False)
+
+
+@backend("embedded-peer-processes")
+def embedded_peer_processes_backend(tmp_path: Path) -> AbstractContextManager[LedgerEnv]:
+    """Each org's peer in a process of its own, reading state from the SQLite file."""
+    return _embedded(tmp_path, "embedded-peer-processes", peer_processes=True)
 
 
 @pytest.fixture(params=sorted(BACKENDS))
