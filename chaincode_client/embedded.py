@@ -27,7 +27,13 @@ from chaincode_client.interface import (
     TransactionInvalid,
 )
 from ledger.engine.core import EmbeddedLedger
-from ledger.engine.endorser import NONCE_BYTES, LedgerClosed, ProposalRejected, make_proposal
+from ledger.engine.endorser import (
+    NONCE_BYTES,
+    LedgerClosed,
+    PeersDisagree,
+    ProposalRejected,
+    make_proposal,
+)
 from ledger.engine.msp import Identity
 from ledger.engine.tx import make_tx_id
 
@@ -84,7 +90,7 @@ class EmbeddedClient:
             future = self._ledger.submit(proposal, signature)
         except ProposalRejected as exc:
             raise EndorsementError(str(exc)) from None
-        except LedgerClosed as exc:
+        except (LedgerClosed, PeersDisagree) as exc:  # nothing ordered: retry
             raise LedgerUnavailable(str(exc)) from None
         return EmbeddedCommit(tx_id, future)
 
@@ -113,7 +119,7 @@ class EmbeddedCommit:
             ) from None
         except ProposalRejected as exc:  # endorsed in another process, refused there
             raise EndorsementError(str(exc)) from None
-        except LedgerClosed as exc:
+        except (LedgerClosed, PeersDisagree) as exc:
             raise LedgerUnavailable(str(exc)) from None
         except Exception as exc:  # the committer failed: the outcome is unknown
             raise LedgerUnavailable(f"commit of {self.tx_id} failed: {exc!r}") from exc

@@ -55,6 +55,9 @@ CHAINCODE_NOT_READY_MARKERS = (
     "connection refused",
     "chaincode stream terminated",
 )
+# The endorsing peers simulated different results, typically because a block had reached one
+# peer and not yet the other: nothing was ordered, and a new proposal can succeed.
+PEERS_DISAGREE_MARKERS = ("proposalresponsepayloads do not match",)
 
 
 def _status_class() -> type:
@@ -155,7 +158,7 @@ def to_ledger_error(step: str, err: grpc.RpcError) -> LedgerError:
         # Not ordered (orderer down, no leader yet): nothing was committed, resubmitting the
         # same business key is safe because the contract is idempotent.
         exc = LedgerUnavailable(text)
-    elif any(marker in all_messages for marker in CHAINCODE_NOT_READY_MARKERS):
+    elif any(m in all_messages for m in CHAINCODE_NOT_READY_MARKERS + PEERS_DISAGREE_MARKERS):
         exc = LedgerUnavailable(text)
     else:
         exc = EndorsementError(text)

@@ -179,7 +179,7 @@ class EmbeddedLedger:
 
     def endorse(self, proposal_bytes: bytes, signature: bytes) -> tuple[Simulation, bytes]:
         """Every org's peer simulates and signs; returns the envelope to order once they
-        agree. ProposalRejected when one refuses or their results differ."""
+        agree. ProposalRejected when one refuses, PeersDisagree when their results differ."""
         self._check_open()
         if self._peers is not None:
             simulation, envelope = self._peers.endorse_async(proposal_bytes, signature).result()

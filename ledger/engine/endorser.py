@@ -28,6 +28,11 @@ class ProposalRejected(Exception):
     """The proposal was refused before or during simulation; nothing was ordered."""
 
 
+class PeersDisagree(Exception):
+    """The organisations' peers simulated different results (peers at different ledger
+    heights, or a nondeterministic contract): nothing was ordered; retrying re-simulates."""
+
+
 class LedgerClosed(Exception):
     """The engine is closed or its committer failed: nothing was ordered; retry later."""
 
@@ -180,16 +185,15 @@ class Endorsed:
 
 
 def agree(answers: list[Endorsed]) -> Simulation:
-    """The simulation every org endorsed, or ProposalRejected naming the orgs that differ
-    (a nondeterministic contract, or peers at different ledger heights: Fabric's gateway
-    refuses such a proposal the same way)."""
+    """The simulation every org endorsed, or PeersDisagree naming the orgs that differ
+    (Fabric's gateway refuses such a proposal the same way)."""
     first = answers[0]
     for other in answers[1:]:
         if other.simulation.response_bytes != first.simulation.response_bytes:
-            raise ProposalRejected(
+            raise PeersDisagree(
                 "endorsing organisations disagree: "
                 f"{first.endorsement['mspid']} and {other.endorsement['mspid']} simulated "
-                "different results; retry"
+                "different results (a block committed between their reads?); retry"
             )
     return first.simulation
 

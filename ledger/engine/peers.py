@@ -24,7 +24,14 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from ledger.engine.endorser import Endorsed, Endorser, LedgerClosed, ProposalRejected, agree
+from ledger.engine.endorser import (
+    Endorsed,
+    Endorser,
+    LedgerClosed,
+    PeersDisagree,
+    ProposalRejected,
+    agree,
+)
 from ledger.engine.msp import ChannelMsp, OrgMaterial
 from ledger.engine.tx import Version, encode_envelope
 
@@ -123,7 +130,7 @@ class _Gather:
         answers = [a for a in self._answers if a is not None]
         try:
             simulation = agree(answers)
-        except ProposalRejected as exc:
+        except PeersDisagree as exc:
             self.result.set_exception(exc)
             return
         envelope = encode_envelope(
@@ -174,7 +181,8 @@ class PeerProcesses:
 
     def endorse_async(self, proposal: bytes, signature: bytes) -> Future:
         """A future of (Simulation, envelope): every org endorsed and they agree;
-        ProposalRejected when one refused or they disagree, LedgerClosed on failure."""
+        ProposalRejected when one refused, PeersDisagree when they differ, LedgerClosed
+        when a peer process failed."""
         result: Future = Future()
         if self._failure is not None:
             result.set_exception(LedgerClosed(self._failure))

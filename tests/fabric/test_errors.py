@@ -88,13 +88,18 @@ def test_unreachable_peer_raises_ledger_unavailable(tmp_path: Path):
 class _FailingGateway(grpc.GenericRpcHandler):
     """Answers Endorse like Fabric's gateway when both orgs' chaincode refused."""
 
-    def __init__(self, code: grpc.StatusCode, peers: tuple[tuple[str, str, str], ...]) -> None:
-        self.code, self.peers = code, peers
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        peers: tuple[tuple[str, str, str], ...],
+        message: str = "failed to endorse transaction, see attached details",
+    ) -> None:
+        self.code, self.peers, self.message = code, peers, message
 
     def service(self, handler_call_details):  # type: ignore[no-untyped-def]
         def fail(request, context):  # type: ignore[no-untyped-def]
             context.set_trailing_metadata([(STATUS_DETAILS_KEY, _details(*self.peers))])
-            context.abort(self.code, "failed to endorse transaction, see attached details")
+            context.abort(self.code, self.message)
 
         return grpc.unary_unary_rpc_method_handler(fail)
 
@@ -124,6 +129,13 @@ NOT_READY = (
 )
 
 
+DISAGREE = (  # the gateway could not assemble the transaction: the peers' results differ
+    grpc.StatusCode.ABORTED,
+    (),
+    "failed to assemble transaction: ProposalResponsePayloads do not match",
+)
+
+
 def _client(channel: grpc.Channel, tmp_path: Path) -> FabricGatewayClient:
     from chaincode_client.fabric.identity import load_msp
 
@@ -144,4 +156,10 @@ def test_refused_endorsement_names_each_peer(failing_gateway: grpc.Channel, tmp_
 @pytest.mark.parametrize("failing_gateway", [NOT_READY], indirect=True)
 def test_chaincode_not_ready_is_retryable(failing_gateway: grpc.Channel, tmp_path: Path):
     with pytest.raises(LedgerUnavailable, match="could not launch chaincode"):
+        _client(failing_gateway, tmp_path).submit("SettleLease", "L1")
+
+
+@pytest.mark.parametrize("failing_gateway", [DISAGREE], indirect=True)
+def test_peers_that_disagree_are_retryable(failing_gateway: grpc.Channel, tmp_path: Path):
+    with pytest.raises(LedgerUnavailable, match="ProposalResponsePayloads do not match"):
         _client(failing_gateway, tmp_path).submit("SettleLease", "L1")

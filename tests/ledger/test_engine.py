@@ -11,12 +11,12 @@ import threading
 import pytest
 
 from chaincode_client.embedded import EmbeddedClient
-from chaincode_client.interface import EndorsementError
+from chaincode_client.interface import EndorsementError, LedgerUnavailable
 from ledger.audit import verify_ledger
 from ledger.engine import EmbeddedLedger
 from ledger.engine.endorser import (
     Endorser,
-    ProposalRejected,
+    PeersDisagree,
     endorse_everywhere,
     make_proposal,
 )
@@ -194,7 +194,11 @@ def test_every_org_simulates_and_a_disagreement_is_not_endorsed(tmp_path):
             ledger.endorsers[1].peer,
             ledger.channel,
         )
-        with pytest.raises(ProposalRejected, match="Org1MSP and Org2MSP simulated different"):
+        with pytest.raises(PeersDisagree, match="Org1MSP and Org2MSP simulated different"):
             endorse_everywhere([ledger.endorsers[0], lagging], *proposal)
+        # a client is told to retry (nothing was ordered), not that the contract refused
+        ledger.endorsers[1] = lagging
+        with pytest.raises(LedgerUnavailable, match="simulated different results"):
+            EmbeddedClient(ledger, identity).submit("GetHistory", history)
     finally:
         ledger.close()
