@@ -82,7 +82,7 @@ class SqliteState:
 
 MAX_BATCH = 256  # proposals per message to a peer process
 _STOP = object()
-Answer = tuple[bool, Any]  # (True, Endorsed) or (False, why it was refused)
+Answer = tuple[str, Any]  # ("ok", Endorsed) | ("refused", why) | ("failed", what went wrong)
 
 
 def _serve(conn: Connection, path: str, msp_dir: str, config: dict[str, Any], mspid: str) -> None:
@@ -101,9 +101,11 @@ def _serve(conn: Connection, path: str, msp_dir: str, config: dict[str, Any], ms
 
 def _endorse(endorser: Endorser, proposal: bytes, signature: bytes) -> Answer:
     try:
-        return True, endorser.endorse(proposal, signature)
-    except ProposalRejected as exc:
-        return False, str(exc)
+        return "ok", endorser.endorse(proposal, signature)
+    except ProposalRejected as exc:  # the contract or the creator check refused it
+        return "refused", str(exc)
+    except Exception as exc:  # the peer could not endorse (e.g. its state read failed): retry
+        return "failed", f"the {endorser.mspid} peer could not endorse: {exc!r}"
 
 
 class _Gather:
@@ -220,8 +222,13 @@ class PeerProcesses:
             for gather in work:
                 gather.deliver(peer.index, LedgerClosed(self._failure))
             return False
-        for gather, (ok, answer) in zip(work, answers, strict=True):
-            gather.deliver(peer.index, answer if ok else ProposalRejected(answer))
+        for gather, (status, answer) in zip(work, answers, strict=True):
+            if status == "ok":
+                gather.deliver(peer.index, answer)
+            elif status == "refused":
+                gather.deliver(peer.index, ProposalRejected(answer))
+            else:  # this proposal only: nothing was ordered, the caller may retry
+                gather.deliver(peer.index, LedgerClosed(answer))
         return True
 
     def _refuse_all(self, peer: _PeerProcess) -> None:
