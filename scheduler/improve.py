@@ -25,9 +25,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from scheduler.fleet import Job
-from scheduler.pools import Pool, best_choice, ranked_choices
+from scheduler.pools import Choice, Pool, best_choice, ranked_choices
 from scheduler.pricing import Pricer
-from scheduler.relocate import MAX_FORCE_MOVES, Budget, force_pool, group_replace
+from scheduler.relocate import (
+    MAX_FORCE_MOVES,
+    Budget,
+    force_pool,
+    group_replace,
+    place_in_order,
+    total_cost,
+)
 
 MAX_REPLACE_PLACEMENTS = 5_000  # job placements spent by the re-place pass
 MAX_SHUFFLES = 48  # seeded random orders tried on top of the heuristic ones
@@ -146,35 +153,20 @@ def _orders(
     return orders
 
 
-def _total(assigned: Assigned, pricer: Pricer) -> Decimal:
-    return sum(
-        (
-            _work(job, pricer) * sum(k for k, _, _ in taken) * pool.factor(job.precision)
-            for job, taken, pool in assigned
-        ),
-        Decimal(0),
-    )
-
-
 def _place_in_order(
     order: list[Job], eligible: Eligible, rng: random.Random | None = None
 ) -> Assigned | None:
     """Place every job in this order on the (emptied) pools; pools restored afterwards.
     With `rng`, a job sometimes takes its second-best option (a randomised restart: the
     optimum often needs one job to step aside for two others, which no order reaches)."""
-    result: Assigned = []
-    for job in order:
+
+    def pick(job: Job) -> Choice | None:
         if rng is not None and rng.random() < SECOND_BEST_P:
             ranked = ranked_choices(eligible(job), job)
-            choice = ranked[1] if len(ranked) > 1 else (ranked[0] if ranked else None)
-        else:
-            choice = best_choice(eligible(job), job)
-        if choice is None:
-            break
-        result.append((job, choice.take(job.gpus), choice.pool))
-    for _, taken, pool in result:
-        pool.give_back(taken)
-    return result if len(result) == len(order) else None
+            return ranked[1] if len(ranked) > 1 else (ranked[0] if ranked else None)
+        return best_choice(eligible(job), job)
+
+    return place_in_order(order, pick)
 
 
 def refit(
@@ -198,8 +190,8 @@ def refit(
     for number, order in enumerate(orders):
         budget.left -= len(extended)
         placed = _place_in_order(order, eligible, rng if number >= FIXED_ORDERS else None)
-        if placed is not None and (best_cost is None or _total(placed, pricer) < best_cost):
-            best, best_cost = placed, _total(placed, pricer)
+        if placed is not None and (best_cost is None or total_cost(placed, pricer) < best_cost):
+            best, best_cost = placed, total_cost(placed, pricer)
     for _, taken, pool in best or assigned:
         pool.take_exact(taken)
     return best
@@ -208,14 +200,14 @@ def refit(
 def replace_by_work(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> Assigned:
     """Re-place the admitted jobs in each candidate order; keep the cheapest complete one
     (the admission assignment competes too, so this never makes things worse)."""
-    best, best_cost = assigned, _total(assigned, pricer)
+    best, best_cost = assigned, total_cost(assigned, pricer)
     for _, taken, pool in assigned:
         pool.give_back(taken)
     rng = random.Random(SHUFFLE_SEED)
     orders = _orders([j for j, _, _ in assigned], eligible, pricer, MAX_REPLACE_PLACEMENTS)
     for number, order in enumerate(orders):
         placed = _place_in_order(order, eligible, rng if number >= FIXED_ORDERS else None)
-        if placed is not None and (cost := _total(placed, pricer)) < best_cost:
+        if placed is not None and (cost := total_cost(placed, pricer)) < best_cost:
             best, best_cost = placed, cost
     for _, taken, pool in best:
         pool.take_exact(taken)

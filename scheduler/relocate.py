@@ -15,7 +15,7 @@ out of step with the assignment.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 
 from scheduler.fleet import Job
@@ -109,24 +109,34 @@ def _rehome(job: Job, pool: Pool, lifted: list[int], assigned: Assigned, eligibl
     return moved
 
 
-def _cost(job: Job, taken: Taken, pool: Pool, pricer: Pricer) -> Decimal:
+def cost(job: Job, taken: Taken, pool: Pool, pricer: Pricer) -> Decimal:
+    """The energy-attributed cost of one placement, in the pricer's baseline units."""
     work = job.hours * pricer.baseline_tflops(job.precision)
     return work * sum(key for key, _, _ in taken) * pool.factor(job.precision)
 
 
-def _place_group(jobs: tuple[Job, ...], eligible: Eligible, pricer: Pricer):
-    """Place jobs in this order; returns (cost, placements) or None; pools restored."""
-    placed = []
+def total_cost(placements: Iterable[tuple[Job, Taken, Pool]], pricer: Pricer) -> Decimal:
+    return sum((cost(job, taken, pool, pricer) for job, taken, pool in placements), Decimal(0))
+
+
+def place_in_order(jobs: Sequence[Job], pick: Callable[[Job], Choice | None]) -> Assigned | None:
+    """Place the jobs one after another, each where `pick` chooses. Returns the placements,
+    or None when one does not fit; either way the pools are left as they were."""
+    placed: Assigned = []
     for job in jobs:
-        choice = best_choice(eligible(job), job)
+        choice = pick(job)
         if choice is None:
             break
         placed.append((job, choice.take(job.gpus), choice.pool))
     for _, taken, pool in placed:
         pool.give_back(taken)
-    if len(placed) < len(jobs):
-        return None
-    return sum((_cost(j, t, p, pricer) for j, t, p in placed), Decimal(0)), placed
+    return placed if len(placed) == len(jobs) else None
+
+
+def _place_group(jobs: tuple[Job, ...], eligible: Eligible, pricer: Pricer):
+    """Place jobs in this order; returns (cost, placements) or None; pools restored."""
+    placed = place_in_order(jobs, lambda job: best_choice(eligible(job), job))
+    return None if placed is None else (total_cost(placed, pricer), placed)
 
 
 def group_replace(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> Assigned:
@@ -141,7 +151,7 @@ def group_replace(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> Ass
             if not budget.spend():
                 return result
             before = [result[i] for i in group]
-            now = sum((_cost(j, t, p, pricer) for j, t, p in before), Decimal(0))
+            now = total_cost(before, pricer)
             for _, taken, pool in before:
                 pool.give_back(taken)
             best = None
@@ -186,7 +196,7 @@ def force_pool(assigned: Assigned, eligible: Eligible, pricer: Pricer, budget: B
             home.give_back(taken)
             lifted = _lift(pool, result, a)
             before = {i: result[i] for i in [a, *lifted]}
-            old = sum((_cost(*placement, pricer) for placement in before.values()), Decimal(0))
+            old = total_cost(before.values(), pricer)
             best = None
             for order in _lift_orders(lifted, result):
                 trial = _trial(a, pool, order, result, eligible, pricer)
@@ -214,19 +224,13 @@ def _lift_orders(lifted: list[int], result: Assigned) -> list[list[int]]:
 def _trial(a: int, pool: Pool, order: list[int], result: Assigned, eligible, pricer):
     """Place job a on `pool`, then the lifted jobs in `order` anywhere. Returns (cost,
     placements) or None; either way the pools are as they were when called."""
-    job = result[a][0]
-    choice = best_choice([pool], job)
-    if choice is None:
+    pinned = result[a][0]
+
+    def pick(job: Job) -> Choice | None:
+        return best_choice([pool] if job is pinned else eligible(job), job)
+
+    indices = [a, *order]
+    placed = place_in_order([result[i][0] for i in indices], pick)
+    if placed is None:
         return None
-    placed = {a: (job, choice.take(job.gpus), pool)}
-    for i in order:
-        other = result[i][0]
-        found = best_choice(eligible(other), other)
-        if found is None:
-            break
-        placed[i] = (other, found.take(other.gpus), found.pool)
-    for _, t, p in placed.values():
-        p.give_back(t)
-    if len(placed) < len(order) + 1:
-        return None
-    return sum((_cost(*placed[i], pricer) for i in placed), Decimal(0)), placed
+    return total_cost(placed, pricer), dict(zip(indices, placed, strict=True))
