@@ -19,6 +19,7 @@ from pathlib import Path
 from ledger import attestation
 from ledger.contract_state import ATTESTATION, CLOCK, NODE
 from ledger.engine.msp import ChannelMsp
+from ledger.engine.stub import RANGE_END
 from ledger.engine.tx import VALID, EndorsementPolicy, block_data_hash, block_header_hash
 from ledger.engine.validate import BlockView, DictState, Validated, validate_block
 from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
@@ -94,7 +95,7 @@ class _Chain:
         found |= set(
             self.conn.execute(
                 "SELECT block, txnum FROM history WHERE key >= ? AND key < ?",
-                (prefix, prefix + "\U0010ffff"),
+                (prefix, prefix + RANGE_END),
             )
         )
         return found

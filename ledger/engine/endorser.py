@@ -13,8 +13,7 @@ from typing import Any
 from ledger.canonical import loads
 from ledger.contract import CONTRACT_NAME, new_chaincode
 from ledger.engine.msp import ChannelMsp, Identity, MspError
-from ledger.engine.store import Store
-from ledger.engine.stub import SimulationStub
+from ledger.engine.stub import SimulationStub, StateReader
 from ledger.engine.tx import b64, dumps, encode_envelope, make_tx_id, sha256_hex, unb64
 
 MAX_PROPOSAL_BYTES = 256 * 1024
@@ -103,7 +102,7 @@ class Endorser:
     one, each simulating on its own (`endorse_everywhere`), as on Fabric: an org's
     endorsement is its own execution of the contract, its own re-check of every quote."""
 
-    def __init__(self, store: Store, msp: ChannelMsp, peer: Identity, channel: str):
+    def __init__(self, store: StateReader, msp: ChannelMsp, peer: Identity, channel: str):
         self._store = store
         self._msp = msp
         self.peer = peer

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
-import sqlite3
 import threading
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -33,52 +32,8 @@ from ledger.engine.endorser import (
     agree,
 )
 from ledger.engine.msp import ChannelMsp, OrgMaterial
-from ledger.engine.tx import Version, encode_envelope
-
-
-class _ReadSnapshot:
-    """`with state.lock:` opens one read transaction, so every read of a simulation sees the
-    same committed block."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> None:
-        self._conn.execute("BEGIN")
-
-    def __exit__(self, *exc: object) -> None:
-        self._conn.execute("COMMIT")
-
-
-class SqliteState:
-    """A StateReader over the ledger's SQLite file, for endorsers outside the engine."""
-
-    def __init__(self, path: Path) -> None:
-        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-        self.lock = _ReadSnapshot(self._conn)
-
-    def get(self, key: str) -> tuple[bytes, Version] | None:
-        row = self._conn.execute(
-            "SELECT value, block, txnum FROM state WHERE key = ?", (key,)
-        ).fetchone()
-        return (row[0], (row[1], row[2])) if row else None
-
-    def range(self, start: str, end: str) -> list[tuple[str, bytes, Version]]:
-        rows = self._conn.execute(
-            "SELECT key, value, block, txnum FROM state WHERE key >= ? AND key < ? ORDER BY key",
-            (start, end),
-        )
-        return [(k, v, (b, t)) for k, v, b, t in rows]
-
-    def history(self, key: str) -> list[tuple[str, bytes | None, int, int]]:
-        return list(
-            self._conn.execute(
-                "SELECT tx_id, value, seconds, nanos FROM history WHERE key = ? "
-                "ORDER BY block, txnum",
-                (key,),
-            )
-        )
-
+from ledger.engine.store import SqliteState
+from ledger.engine.tx import encode_envelope
 
 MAX_BATCH = 256  # proposals per message to a peer process
 _STOP = object()
@@ -90,7 +45,7 @@ def _serve(conn: Connection, path: str, msp_dir: str, config: dict[str, Any], ms
     engine closes its end of the pipe."""
     msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
     peer = OrgMaterial.load(Path(msp_dir) / mspid).peer
-    endorser = Endorser(SqliteState(Path(path)), msp, peer, config["channel"])  # type: ignore[arg-type]
+    endorser = Endorser(SqliteState(Path(path)), msp, peer, config["channel"])
     while True:
         try:
             batch = conn.recv()

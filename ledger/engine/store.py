@@ -60,6 +60,25 @@ def connect(path: Path, synchronous: str = "NORMAL") -> sqlite3.Connection:
     return conn
 
 
+def select_range(
+    conn: sqlite3.Connection, start: str, end: str
+) -> list[tuple[str, bytes, Version]]:
+    rows = conn.execute(
+        "SELECT key, value, block, txnum FROM state WHERE key >= ? AND key < ? ORDER BY key",
+        (start, end),
+    )
+    return [(k, v, (b, t)) for k, v, b, t in rows]
+
+
+def select_history(conn: sqlite3.Connection, key: str) -> list[tuple[str, bytes | None, int, int]]:
+    return list(
+        conn.execute(
+            "SELECT tx_id, value, seconds, nanos FROM history WHERE key = ? ORDER BY block, txnum",
+            (key,),
+        )
+    )
+
+
 class Store:
     def __init__(self, path: Path, synchronous: str = "NORMAL") -> None:
         self.path = path
@@ -87,20 +106,10 @@ class Store:
         return self.state.get(key)
 
     def range(self, start: str, end: str) -> list[tuple[str, bytes, Version]]:
-        rows = self._reader.execute(
-            "SELECT key, value, block, txnum FROM state WHERE key >= ? AND key < ? ORDER BY key",
-            (start, end),
-        )
-        return [(k, v, (b, t)) for k, v, b, t in rows]
+        return select_range(self._reader, start, end)
 
     def history(self, key: str) -> list[tuple[str, bytes | None, int, int]]:
-        return list(
-            self._reader.execute(
-                "SELECT tx_id, value, seconds, nanos FROM history WHERE key = ? "
-                "ORDER BY block, txnum",
-                (key,),
-            )
-        )
+        return select_history(self._reader, key)
 
     def tx_id_committed(self, tx_id: str) -> bool:
         return tx_id in self.valid_tx_ids
@@ -184,3 +193,37 @@ class Store:
     def close(self) -> None:
         self._writer.close()
         self._reader.close()
+
+
+class _ReadSnapshot:
+    """`with state.lock:` opens one read transaction, so every read of a simulation sees the
+    same committed block."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._conn.execute("BEGIN")
+
+    def __exit__(self, *exc: object) -> None:
+        self._conn.execute("COMMIT")
+
+
+class SqliteState:
+    """A StateReader over the ledger's SQLite file, read-only: what a peer process reads."""
+
+    def __init__(self, path: Path) -> None:
+        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        self.lock = _ReadSnapshot(self._conn)
+
+    def get(self, key: str) -> tuple[bytes, Version] | None:
+        row = self._conn.execute(
+            "SELECT value, block, txnum FROM state WHERE key = ?", (key,)
+        ).fetchone()
+        return (row[0], (row[1], row[2])) if row else None
+
+    def range(self, start: str, end: str) -> list[tuple[str, bytes, Version]]:
+        return select_range(self._conn, start, end)
+
+    def history(self, key: str) -> list[tuple[str, bytes | None, int, int]]:
+        return select_history(self._conn, key)

@@ -28,7 +28,18 @@ MAX_WRITES = 1024
 RANGE_END = "\U0010ffff"
 
 
+class Snapshot(Protocol):
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any, /) -> Any: ...
+
+
 class StateReader(Protocol):
+    @property
+    def lock(self) -> Snapshot:
+        """Held for a whole simulation: every read sees one committed block."""
+        ...
+
     def get(self, key: str) -> tuple[bytes, Version] | None: ...
 
     def range(self, start: str, end: str) -> list[tuple[str, bytes, Version]]: ...

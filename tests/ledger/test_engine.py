@@ -20,7 +20,7 @@ from ledger.engine.endorser import (
     endorse_everywhere,
     make_proposal,
 )
-from ledger.engine.peers import SqliteState
+from ledger.engine.store import SqliteState
 from ledger.engine.tx import RwSet, check_mvcc
 from ledger.engine.validate import DictState
 from tests.ledger.helpers import js, software_ak_b64
@@ -189,7 +189,7 @@ def test_every_org_simulates_and_a_disagreement_is_not_endorsed(tmp_path):
         signers = [e["mspid"] for e in json.loads(envelope)["endorsements"]]
         assert signers == ["Org1MSP", "Org2MSP"]
         lagging = Endorser(
-            SqliteState(tmp_path / "behind.sqlite"),  # type: ignore[arg-type]
+            SqliteState(tmp_path / "behind.sqlite"),
             ledger.msp,
             ledger.endorsers[1].peer,
             ledger.channel,
