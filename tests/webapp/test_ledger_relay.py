@@ -43,21 +43,9 @@ def test_attestation_lease_and_settlement_reach_the_ledger(fleet, tenant, attest
     assert relay_once(ledger) == {"done": 1}
     actions.activate_lease(lease, actor=ACTOR)
     actions.end_lease(lease, actor=ACTOR)
-    amount = settlement_amount(8_000_000_000, 7_200_000_000, 200_000)
-    actions.settle_lease(
-        lease,
-        [
-            actions.SettlementInput(
-                generation="A100-SXM4-80GB",
-                attributed_energy_mj=7_200_000_000,
-                measured_energy_mj=8_000_000_000,
-                tariff_micro_per_kwh=200_000,
-                amount_micro=amount,
-                telemetry_digest="ab" * 32,
-            )
-        ],
-        actor=ACTOR,
-    )
+    interval = _interval()
+    amount = interval.amount_micro
+    actions.settle_lease(lease, [interval], actor=ACTOR)
     assert relay_once(ledger) == {"done": 2}  # EndLease, Settle
     assert Settlement.objects.get(lease=lease).ledger_tx
     assert set(OutboxEntry.objects.values_list("status", flat=True)) == {OutboxEntry.DONE}

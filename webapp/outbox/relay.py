@@ -145,30 +145,30 @@ def _await(pending: PendingCommit) -> Receipt | LedgerError:
         return exc
 
 
-def _record(entry: OutboxEntry, result: Receipt | LedgerError) -> str:
-    if isinstance(result, EndorsementError):
-        _rejected(entry, str(result))
-        return "rejected"
-    if isinstance(result, LedgerError):  # invalid at commit, or the outcome is unknown
-        _retry(entry, str(result))
-        return "retry"
-    _done(entry, result)
-    return "done"
-
-
 class _Pipeline:
-    """Rows submitted and not yet committed, and the ledger records they touch."""
+    """Rows submitted and not yet committed, the ledger records they touch, and the rows
+    that are waiting (backing off from earlier passes, or put back in this one)."""
 
-    def __init__(self, client: LedgerClient, counts: dict[str, int]) -> None:
+    def __init__(
+        self, client: LedgerClient, counts: dict[str, int], waiting: list[Waiting]
+    ) -> None:
         self.client = client
         self.counts = counts
         self.in_flight: list[tuple[OutboxEntry, PendingCommit]] = []
         self.touched: set[str] = set()
-        self.held: set[str] = set()  # records with an earlier row not on the ledger yet
-        self.backing_off: list[Waiting] = []
+        self.waiting = waiting
 
     def count(self, outcome: str) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
+
+    def put_back(self, entry: OutboxEntry, why: str, outcome: str) -> None:
+        _retry(entry, why)
+        self.waiting.append(((entry.created, entry.id), subjects(entry.function, entry.args)))
+        self.count(outcome)
+
+    def behind_a_waiting_row(self, entry: OutboxEntry, mine: set[str]) -> bool:
+        earlier = (entry.created, entry.id)
+        return any(key < earlier and overlap(mine, theirs) for key, theirs in self.waiting)
 
     def drain(self) -> None:
         """Collect the receipts (no database transaction is open while the ledger is waited
@@ -178,36 +178,34 @@ class _Pipeline:
         self.touched.clear()
         with transaction.atomic():
             for entry, result in results:
-                outcome = _record(entry, result)
-                if outcome == "retry":
-                    self.held |= subjects(entry.function, entry.args)
-                self.count(outcome)
+                if isinstance(result, EndorsementError):
+                    _rejected(entry, str(result))
+                    self.count("rejected")
+                elif isinstance(result, LedgerError):  # invalid at commit, or outcome unknown
+                    self.put_back(entry, str(result), "retry")
+                else:
+                    _done(entry, result)
+                    self.count("done")
 
-    def prepare(self, entry: OutboxEntry, mine: set[str]) -> dict[str, Any] | None:
+    def prepare(self, entry: OutboxEntry) -> dict[str, Any] | None:
         try:
             return hooks.prepare(entry)
         except NotReady as wait:
             if self.in_flight:  # its prerequisite may be in flight: let it commit, then look
                 self.drain()
-                return self.prepare(entry, mine)
-            _retry(entry, f"waiting: {wait}")
-            self.held |= mine
-            self.count("waiting")
+                return self.prepare(entry)
+            self.put_back(entry, f"waiting: {wait}", "waiting")
             return None
 
     def add(self, entry: OutboxEntry) -> None:
         mine = subjects(entry.function, entry.args)
         if overlap(mine, self.touched):  # an earlier row about it is in flight: let it commit
             self.drain()
-        earlier = (entry.created, entry.id)
-        if overlap(mine, self.held) or any(
-            key < earlier and overlap(mine, theirs) for key, theirs in self.backing_off
-        ):
-            _retry(entry, "waiting: an earlier change to the same ledger record is pending")
-            self.held |= mine
-            self.count("waiting")
+        if self.behind_a_waiting_row(entry, mine):
+            why = "waiting: an earlier change to the same ledger record is pending"
+            self.put_back(entry, why, "waiting")
             return
-        args = self.prepare(entry, mine)
+        args = self.prepare(entry)
         if args is None:
             return
         try:
@@ -217,9 +215,7 @@ class _Pipeline:
             self.count("rejected")
             return
         except LedgerUnavailable as exc:
-            _retry(entry, str(exc))
-            self.held |= mine
-            self.count("retry")
+            self.put_back(entry, str(exc), "retry")
             return
         self.in_flight.append((entry, pending))
         self.touched |= mine
@@ -244,8 +240,7 @@ def relay_once(client: LedgerClient, batch: int = 100) -> dict[str, int]:
     now = timezone.now()
     counts: dict[str, int] = {}
     claimed = claim(batch, now)
-    pipeline = _Pipeline(client, counts)
-    pipeline.backing_off = _backing_off(now, claimed)
+    pipeline = _Pipeline(client, counts, _backing_off(now, claimed))
     try:
         for entry in claimed:
             pipeline.add(entry)
