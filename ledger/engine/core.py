@@ -206,11 +206,9 @@ class EmbeddedLedger:
             _, envelope = done.result()
             self._vouch(envelope)
             try:
-                self._check_open()
+                self.order(envelope, committed)
             except LedgerClosed as exc:
                 committed.set_exception(exc)
-                return
-            self._queue.put((envelope, committed))
 
         self._peers.endorse_async(proposal_bytes, signature).add_done_callback(endorsed)
         return committed
@@ -220,11 +218,11 @@ class EmbeddedLedger:
             self._vouched.clear()
         self._vouched.add(hashlib.sha256(envelope).digest())
 
-    def order(self, envelope: bytes) -> Future:
-        """Hand an endorsed envelope to the orderer; the future resolves to a TxResult
-        once its block is committed."""
+    def order(self, envelope: bytes, future: Future | None = None) -> Future:
+        """Hand an endorsed envelope to the orderer; the future (a new one unless given)
+        resolves to a TxResult once its block is committed."""
         self._check_open()
-        future: Future = Future()
+        future = future or Future()
         self._queue.put((envelope, future))
         return future
 
