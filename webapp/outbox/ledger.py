@@ -53,11 +53,12 @@ def ledger_client() -> LedgerClient:
 
 
 def close_ledger_client() -> None:
+    from chaincode_client.embedded import EmbeddedClient
+
     global _client
     with _lock:
         if _client is not None:
             _client.close()
-            engine = getattr(_client, "_ledger", None)
-            if engine is not None:
-                engine.close()
+            if isinstance(_client, EmbeddedClient):  # this process owns the engine: close it
+                _client.engine.close()
             _client = None
