@@ -22,6 +22,7 @@ from chaincode_client.interface import (
     VALID,
     ChaincodeEvent,
     EndorsementError,
+    LedgerClient,
     LedgerUnavailable,
     Receipt,
     TransactionInvalid,
@@ -40,7 +41,7 @@ from ledger.engine.tx import make_tx_id
 COMMIT_TIMEOUT_S = 60.0  # a block commits in milliseconds; this much means the engine is stuck
 
 
-class EmbeddedClient:
+class EmbeddedClient(LedgerClient):  # explicit, so mypy checks it keeps the interface
     def __init__(
         self,
         ledger: EmbeddedLedger,

@@ -65,7 +65,8 @@ class PendingCommit(Protocol):
     Gateway's submit_async). Keeping many pending is how one client reaches a ledger's
     throughput: blocks fill while earlier transactions commit."""
 
-    tx_id: str
+    @property
+    def tx_id(self) -> str: ...
 
     def receipt(self) -> Receipt:
         """Wait for the commit; the receipt's payload is the contract's return value.

@@ -36,6 +36,7 @@ from chaincode_client.fabric.proposals import (
 from chaincode_client.interface import (
     ChaincodeEvent,
     EndorsementError,
+    LedgerClient,
     LedgerUnavailable,
     Receipt,
     TransactionInvalid,
@@ -69,7 +70,7 @@ def open_channel(settings: FabricSettings) -> grpc.Channel:
     return grpc.secure_channel(settings.endpoint, creds, options=options)
 
 
-class FabricGatewayClient:
+class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps the interface
     """LedgerClient over a peer's Gateway service."""
 
     def __init__(
