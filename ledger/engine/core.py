@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger.canonical import dumps
 from ledger.engine.endorser import (
     Endorser,
     LedgerClosed,
@@ -34,7 +35,6 @@ from ledger.engine.tx import (
     block_header_hash,
     data_hash_of_digests,
     decode_envelope,
-    dumps,
     unb64,
 )
 from ledger.engine.validate import BlockView, signature_code, validate_block

@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.canonical import loads
+from ledger.canonical import dumps, loads
 from ledger.contract import CONTRACT_NAME, new_chaincode
 from ledger.engine.msp import ChannelMsp, Identity, MspError
 from ledger.engine.stub import SimulationStub, StateReader
-from ledger.engine.tx import b64, dumps, encode_envelope, make_tx_id, sha256_hex, unb64
+from ledger.engine.tx import b64, encode_envelope, make_tx_id, sha256_hex, unb64
 
 MAX_PROPOSAL_BYTES = 256 * 1024
 MAX_ARGS = 8
