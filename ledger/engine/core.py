@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.canonical import dumps
+from ledger.canonical import dumps, loads
 from ledger.engine.endorser import (
     Endorser,
     LedgerClosed,
@@ -423,11 +423,9 @@ def msp_dir_for(path: Path) -> Path:
 
 
 def _block_events(number: int, txs: list[tuple[int, str, str, bytes]]) -> Iterator[Event]:
-    import json
-
     for _, tx_id, code, envelope in txs:
         if code != VALID or number == 0:
             continue
-        response = json.loads(json.loads(envelope)["response"])
+        response = loads(loads(envelope)["response"])
         for name, payload in response["events"]:
             yield Event(number, tx_id, name, unb64(payload))
