@@ -1,14 +1,23 @@
-"""`python -m chaincode_client.fabric_network build|status`.
+"""`python -m chaincode_client.fabric_network build|up|down|status|logs|env`.
 
-`build` installs the pinned Fabric binaries into the cache (or reuses them) and prints the
-time taken; `status` says whether a complete, verified build is cached. Exit code 0 on
-success, 1 on a failed build or a missing/incomplete cache, so CI fails loudly.
+- `build`: install the pinned Fabric binaries into the cache (or reuse them);
+- `up`: bring the loopback network up (idempotent), printing each step;
+- `down`: stop every process and check no port is left open (`--purge` also deletes the
+  network's folder);
+- `status`: which processes run, the package ids, whether the cached build is verified;
+- `logs NAME`: the last lines of one node's log (no NAME: the list of logs);
+- `env ORG`: the FABRIC_* settings an application of that organisation uses.
+Exit code 0 on success, 1 on failure, so CI fails loudly.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
 import sys
+from pathlib import Path
 
 from chaincode_client.fabric_network.build import (
     BuildError,
@@ -18,30 +27,88 @@ from chaincode_client.fabric_network.build import (
     cache_root,
     read_stamp,
 )
+from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT, Layout, NetworkError
+from chaincode_client.fabric_network.network import Network
+from chaincode_client.fabric_network.processes import tail
+
+
+def default_root() -> Path:
+    return Path(os.environ.get("WATTLEASE_DATA_DIR") or "var") / "fabric-network"
+
+
+def _layout(args: argparse.Namespace) -> Layout:
+    return Layout(
+        Path(args.root).resolve(),
+        base_port=args.base_port,
+        channel=args.channel,
+        client_mtls=args.client_mtls,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m chaincode_client.fabric_network")
+    parser.add_argument("--root", default=str(default_root()), help="the network's folder")
+    parser.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT)
+    parser.add_argument("--channel", default="wattlease")
+    parser.add_argument(
+        "--client-mtls", action="store_true", help="peers require client TLS certificates"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="go install the pinned Fabric binaries (cached)")
-    sub.add_parser("status", help="is a complete, verified build cached?")
+    sub.add_parser("up", help="bring the network up (idempotent)")
+    down = sub.add_parser("down", help="stop every process of the network")
+    down.add_argument("--purge", action="store_true", help="also delete the network's folder")
+    sub.add_parser("status", help="processes, package ids, cached build")
+    logs = sub.add_parser("logs", help="the last lines of a node's log")
+    logs.add_argument("name", nargs="?")
+    logs.add_argument("-n", "--lines", type=int, default=40)
+    env = sub.add_parser("env", help="FABRIC_* settings for an application")
+    env.add_argument("org", choices=["Org1MSP", "Org2MSP"])
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except (NetworkError, BuildError) as exc:
+        print(f"fabric {args.command} FAILED: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     spec = BuildSpec()
     if args.command == "build":
-        try:
-            result = build(spec)
-        except BuildError as exc:
-            print(f"fabric build FAILED: {exc}", file=sys.stderr)
-            return 1
+        result = build(spec)
         print(f"{'cached' if result.cached else 'built'} in {result.seconds:.1f}s: {result.root}")
+        return 0
+    layout = _layout(args)
+    if args.command == "up":
+        seconds = Network.create(layout).up()
+        print(f"network up in {seconds:.1f}s at {layout.root}")
+        return 0
+    if args.command == "down":
+        busy = Network.create(layout).down()
+        if busy:
+            print(f"ports still open after stopping every process: {busy}", file=sys.stderr)
+            return 1
+        if args.purge:
+            shutil.rmtree(layout.root, ignore_errors=True)
+        print("network down" + (", folder deleted" if args.purge else ""))
+        return 0
+    if args.command == "logs":
+        if not args.name:
+            print("\n".join(layout.process_names()))
+            return 0
+        print(tail(layout, args.name, args.lines))
+        return 0
+    if args.command == "env":
+        for key, value in layout.client_env(args.org).items():
+            print(f"export {key}={value}")
         return 0
     stamp = read_stamp(spec, cache_root())
     where = build_dir(spec, cache_root())
-    if stamp is None:
-        print(f"no complete Fabric build at {where}")
-        return 1
-    print(f"Fabric {spec.commit[:12]} built by {stamp.get('go_version')} at {where}")
-    return 0
+    built = f"built by {stamp.get('go_version')} at {where}" if stamp else f"none at {where}"
+    print(f"Fabric {spec.commit[:12]} build: {built}")
+    if layout.state_file.exists() or layout.root.exists():
+        print(json.dumps(Network.create(layout).status(), indent=2))
+    return 0 if stamp else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,215 @@
+"""The configuration files of a loopback network, written from a `Layout`.
+
+cryptogen's input (organisations, NodeOUs so identities carry the admin/client/peer role the
+contract checks), configtxgen's channel profile (Raft consenters, both organisations with
+their anchor peers, the policies) and each node's core.yaml / orderer.yaml: Fabric's own
+sample file with this node's addresses, keys and folders set, so every setting a node runs
+with can be read in its folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml  # type: ignore[import-untyped]  # (no stubs pinned)
+
+from chaincode_client.fabric_network.layout import (
+    HOST,
+    ORDERER_DOMAIN,
+    ORDERER_MSP,
+    FabricInstall,
+    Layout,
+    Orderer,
+    Org,
+)
+
+# Blocks are cut after this long or this many transactions, whichever comes first: short
+# enough that one submit waits little, large enough that a busy relay fills blocks.
+BATCH_TIMEOUT = "250ms"
+BATCH_MAX_MESSAGES = 500
+ENDORSEMENT_POLICY = "AND('Org1MSP.peer','Org2MSP.peer')"
+PEER_EXECUTE_TIMEOUT = "30s"
+
+
+def write_yaml(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def crypto_config(layout: Layout) -> dict[str, Any]:
+    sans = ["localhost", HOST]
+    return {
+        "OrdererOrgs": [
+            {
+                "Name": "Orderer",
+                "Domain": ORDERER_DOMAIN,
+                "EnableNodeOUs": True,
+                "Specs": [
+                    {"Hostname": o.host.split(".")[0], "SANS": sans} for o in layout.orderers
+                ],
+            }
+        ],
+        "PeerOrgs": [
+            {
+                "Name": f"Org{g.index}",
+                "Domain": g.domain,
+                "EnableNodeOUs": True,
+                "Template": {"Count": 1, "SANS": sans},
+                "Users": {"Count": 1},
+            }
+            for g in layout.orgs
+        ],
+    }
+
+
+def _signature(rule: str) -> dict[str, str]:
+    return {"Type": "Signature", "Rule": rule}
+
+
+def _implicit(rule: str) -> dict[str, str]:
+    return {"Type": "ImplicitMeta", "Rule": rule}
+
+
+def _peer_org(layout: Layout, org: Org) -> dict[str, Any]:
+    m = org.msp_id
+    return {
+        "Name": m,
+        "ID": m,
+        "MSPDir": str(layout.org_dir(org) / "msp"),
+        "Policies": {
+            "Readers": _signature(f"OR('{m}.admin', '{m}.peer', '{m}.client')"),
+            "Writers": _signature(f"OR('{m}.admin', '{m}.client')"),
+            "Admins": _signature(f"OR('{m}.admin')"),
+            "Endorsement": _signature(f"OR('{m}.peer')"),
+        },
+        "AnchorPeers": [{"Host": HOST, "Port": org.peer_port}],
+    }
+
+
+def configtx(layout: Layout) -> dict[str, Any]:
+    """configtxgen's input: one profile, the application channel's genesis block."""
+    orderer_org = {
+        "Name": ORDERER_MSP,
+        "ID": ORDERER_MSP,
+        "MSPDir": str(layout.orderer_org_dir() / "msp"),
+        "Policies": {
+            "Readers": _signature(f"OR('{ORDERER_MSP}.member')"),
+            "Writers": _signature(f"OR('{ORDERER_MSP}.member')"),
+            "Admins": _signature(f"OR('{ORDERER_MSP}.admin')"),
+        },
+        "OrdererEndpoints": [o.address for o in layout.orderers],
+    }
+    consenters = [
+        {
+            "Host": HOST,
+            "Port": o.port,
+            "ClientTLSCert": str(layout.orderer_dir(o) / "tls" / "server.crt"),
+            "ServerTLSCert": str(layout.orderer_dir(o) / "tls" / "server.crt"),
+        }
+        for o in layout.orderers
+    ]
+    standard = {
+        "Readers": _implicit("ANY Readers"),
+        "Writers": _implicit("ANY Writers"),
+        "Admins": _implicit("MAJORITY Admins"),
+    }
+    profile = {
+        "Policies": standard,
+        "Capabilities": {"V2_0": True},
+        "Orderer": {
+            "OrdererType": "etcdraft",
+            "Addresses": [o.address for o in layout.orderers],
+            "BatchTimeout": BATCH_TIMEOUT,
+            "BatchSize": {
+                "MaxMessageCount": BATCH_MAX_MESSAGES,
+                "AbsoluteMaxBytes": "99 MB",
+                "PreferredMaxBytes": "2 MB",
+            },
+            "EtcdRaft": {"Consenters": consenters},
+            "Organizations": [orderer_org],
+            "Policies": {**standard, "BlockValidation": _implicit("ANY Writers")},
+            "Capabilities": {"V2_0": True},
+        },
+        "Application": {
+            "Organizations": [_peer_org(layout, g) for g in layout.orgs],
+            "Policies": {
+                **standard,
+                "LifecycleEndorsement": _implicit("MAJORITY Endorsement"),
+                "Endorsement": _implicit("MAJORITY Endorsement"),
+            },
+            "Capabilities": {"V2_5": True},
+        },
+    }
+    return {"Profiles": {"WattleaseChannel": profile}}
+
+
+def orderer_yaml(install: FabricInstall, layout: Layout, orderer: Orderer) -> dict[str, Any]:
+    doc = yaml.safe_load((install.config_dir / "orderer.yaml").read_text())
+    tls = layout.orderer_dir(orderer) / "tls"
+    data = layout.node_dir(orderer.name) / "data"
+    general = doc["General"]
+    general.update(ListenAddress=HOST, ListenPort=orderer.port, BootstrapMethod="none")
+    general["TLS"].update(
+        Enabled=True,
+        PrivateKey=str(tls / "server.key"),
+        Certificate=str(tls / "server.crt"),
+        RootCAs=[str(tls / "ca.crt")],
+        ClientAuthRequired=False,
+    )
+    general["Cluster"].update(
+        ClientCertificate=str(tls / "server.crt"),
+        ClientPrivateKey=str(tls / "server.key"),
+        RootCAs=[str(tls / "ca.crt")],
+    )
+    general.update(LocalMSPDir=str(layout.orderer_dir(orderer) / "msp"), LocalMSPID=ORDERER_MSP)
+    doc["FileLedger"]["Location"] = str(data / "ledger")
+    doc["Consensus"].update(WALDir=str(data / "wal"), SnapDir=str(data / "snap"))
+    doc["Operations"]["ListenAddress"] = f"{HOST}:{orderer.ops_port}"
+    doc["Admin"]["ListenAddress"] = f"{HOST}:{orderer.admin_port}"
+    doc["Admin"]["TLS"].update(
+        Enabled=True,
+        Certificate=str(tls / "server.crt"),
+        PrivateKey=str(tls / "server.key"),
+        ClientAuthRequired=True,
+        ClientRootCAs=[str(layout.orderer_tls_ca())],
+    )
+    doc["ChannelParticipation"]["Enabled"] = True
+    return doc
+
+
+def core_yaml(install: FabricInstall, layout: Layout, org: Org) -> dict[str, Any]:
+    doc = yaml.safe_load((install.config_dir / "core.yaml").read_text())
+    tls = layout.peer_dir(org) / "tls"
+    peer = doc["peer"]
+    address = org.peer_address
+    peer.update(
+        id=org.peer_host,
+        networkId="wattlease",
+        listenAddress=address,
+        address=address,
+        chaincodeListenAddress=f"{HOST}:{org.chaincode_port}",
+        chaincodeAddress=f"{HOST}:{org.chaincode_port}",
+        mspConfigPath=str(layout.peer_dir(org) / "msp"),
+        localMspId=org.msp_id,
+        fileSystemPath=str(layout.node_dir(org.peer_name) / "data"),
+    )
+    peer["gossip"].update(
+        bootstrap=address, externalEndpoint=address, useLeaderElection=False, orgLeader=True
+    )
+    peer["tls"].update(
+        enabled=True,
+        clientAuthRequired=layout.client_mtls,
+        cert={"file": str(tls / "server.crt")},
+        key={"file": str(tls / "server.key")},
+        rootcert={"file": str(tls / "ca.crt")},
+        clientRootCAs={"files": [str(layout.peer_tls_ca(g)) for g in layout.orgs]},
+    )
+    doc["vm"]["endpoint"] = ""  # no Docker: chaincode runs as a service (CCaaS)
+    doc["chaincode"]["externalBuilders"] = [
+        {"name": "ccaas", "path": str(install.ccaas_dir), "propagateEnvironment": []}
+    ]
+    doc["chaincode"]["executetimeout"] = PEER_EXECUTE_TIMEOUT
+    doc["ledger"]["snapshots"]["rootDir"] = str(layout.node_dir(org.peer_name) / "snapshots")
+    doc["operations"]["listenAddress"] = f"{HOST}:{org.ops_port}"
+    return doc
