@@ -8,6 +8,7 @@ LedgerUnavailable so the caller (the outbox relay) retries with the same busines
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -44,9 +45,24 @@ class LedgerUnavailable(LedgerError):
     """The ledger could not be reached or did not answer; the outcome is unknown: retry."""
 
 
+# A refusal's reason code: the first `[code]` in its message (the contract and the embedded
+# engine tag their refusals), so tests and callers match a code both backends carry, never
+# one backend's wording.
+REASON_RE = re.compile(r"\[([a-z][a-z0-9_.]*)\]")
+REASON_CONTRACT = "contract"  # a business rule without a code of its own
+REASON_CREATOR = "creator"  # the submitter's identity is not one the channel accepts
+REASON_TOO_LARGE = "too_large"  # the proposal or an argument is over its size limit
+
+
 class EndorsementError(LedgerError):
     """The contract refused the proposal (bad arguments, business rule) or the endorsing
-    organisations disagreed. Carries the peer's message; retrying the same input fails again."""
+    organisations disagreed. Carries the peer's message; retrying the same input fails again.
+    `reason` is the refusal's code (see REASON_RE)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        found = REASON_RE.search(message)
+        self.reason = reason or (found.group(1) if found else REASON_CONTRACT)
 
 
 class TransactionInvalid(LedgerError):

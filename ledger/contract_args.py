@@ -47,7 +47,7 @@ def load_object(raw: str, what: str = "argument") -> dict[str, Any]:
     if not isinstance(raw, str):
         raise ArgumentError(f"{what} must be a JSON string, got {type(raw).__name__}")
     if len(raw) > MAX_ARG_BYTES:
-        raise ArgumentError(f"{what} is {len(raw)} characters, limit {MAX_ARG_BYTES}")
+        raise ArgumentError(f"[too_large] {what} is {len(raw)} characters, limit {MAX_ARG_BYTES}")
     try:
         value = json.loads(raw, parse_float=_no_float, parse_constant=_no_constant)
     except ArgumentError:

@@ -11,6 +11,7 @@ chaincode-events requests.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from chaincode_client.fabric.config import (
     DEFAULT_SUBMIT_TIMEOUT_S,
     FabricSettings,
 )
-from chaincode_client.fabric.errors import to_ledger_error
+from chaincode_client.fabric.errors import peers_disagree, to_ledger_error
 from chaincode_client.fabric.identity import Identity, Signer, load_msp
 from chaincode_client.fabric.proposals import (
     ProtocolError,
@@ -44,6 +45,9 @@ from chaincode_client.interface import (
 
 # Peer response statuses at or above this are errors (shim.ERRORTHRESHOLD in Fabric).
 PEER_ERROR_THRESHOLD = 400
+# Peers one block apart disagree for a few milliseconds: 5 more proposals over ~0.8 s.
+ENDORSE_DISAGREE_RETRIES = 5
+ENDORSE_DISAGREE_BACKOFF_S = 0.025
 MAX_MESSAGE_BYTES = 100 * 1024 * 1024  # the peer's own default gRPC limit
 KEEPALIVE_TIME_MS = 60_000
 KEEPALIVE_TIMEOUT_MS = 20_000
@@ -135,21 +139,33 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
     def submit(self, fn: str, *args: str) -> Receipt:
         return self.submit_async(fn, *args).receipt()
 
+    def _endorse(self, fn: str, args: tuple[str, ...]):  # type: ignore[no-untyped-def]
+        """Endorse a new proposal. When the peers simulated different results (a block had
+        reached one organisation's peer and not yet the other's), nothing was ordered: a new
+        proposal a moment later normally agrees, so that case is retried a few times here
+        before it reaches the caller as LedgerUnavailable."""
+        for attempt in range(ENDORSE_DISAGREE_RETRIES + 1):
+            signed = self._proposal(fn, args)
+            try:
+                endorsed = self._stub.Endorse(
+                    gateway_pb2.EndorseRequest(
+                        transaction_id=signed.tx_id,
+                        channel_id=self.channel_name,
+                        proposed_transaction=signed.proposal,
+                        endorsing_organizations=list(self.endorsing_orgs),
+                    ),
+                    timeout=DEFAULT_ENDORSE_TIMEOUT_S,
+                )
+                return signed, endorsed
+            except grpc.RpcError as err:
+                if attempt == ENDORSE_DISAGREE_RETRIES or not peers_disagree(err):
+                    raise to_ledger_error("endorse", err) from None
+                time.sleep(ENDORSE_DISAGREE_BACKOFF_S * 2**attempt)
+        raise AssertionError("unreachable")
+
     def submit_async(self, fn: str, *args: str) -> FabricCommit:
         """Endorse and submit to the orderer; the commit status is asked for by receipt()."""
-        signed = self._proposal(fn, args)
-        try:
-            endorsed = self._stub.Endorse(
-                gateway_pb2.EndorseRequest(
-                    transaction_id=signed.tx_id,
-                    channel_id=self.channel_name,
-                    proposed_transaction=signed.proposal,
-                    endorsing_organizations=list(self.endorsing_orgs),
-                ),
-                timeout=DEFAULT_ENDORSE_TIMEOUT_S,
-            )
-        except grpc.RpcError as err:
-            raise to_ledger_error("endorse", err) from None
+        signed, endorsed = self._endorse(fn, args)
         try:
             result = transaction_result(endorsed.prepared_transaction)
         except ProtocolError as exc:

@@ -18,6 +18,7 @@ from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_fa
 from google.protobuf.message import DecodeError
 
 from chaincode_client.interface import (
+    REASON_CREATOR,
     EndorsementError,
     LedgerError,
     LedgerUnavailable,
@@ -55,6 +56,21 @@ CHAINCODE_NOT_READY_MARKERS = (
     "connection refused",
     "chaincode stream terminated",
 )
+# Peer messages that mean "an endorsing peer could not be reached, or is not known yet":
+# a peer stopping mid-endorsement (its connection closing), a peer down, or discovery not
+# yet having learnt another organisation's peer after a start. Nothing was ordered, and the
+# same proposal succeeds once the peer is back.
+PEER_UNREACHABLE_MARKERS = (
+    "the client connection is closing",
+    "code = unavailable",
+    "code = canceled",
+    "error reading from server: eof",
+    "failed to create new connection",
+    "no combination of peers can be derived",
+    "no peer combination can satisfy",
+)
+# The gateway's words for a creator the channel does not accept.
+CREATOR_REJECTED_MARKERS = ("access denied", "creator org unknown", "creator certificate")
 # The endorsing peers simulated different results, typically because a block had reached one
 # peer and not yet the other: nothing was ordered, and a new proposal can succeed.
 PEERS_DISAGREE_MARKERS = ("proposalresponsepayloads do not match",)
@@ -143,6 +159,13 @@ def describe(
     return text
 
 
+def peers_disagree(err: grpc.RpcError) -> bool:
+    """The endorsing peers simulated different results (see PEERS_DISAGREE_MARKERS)."""
+    message = err.details() if hasattr(err, "details") else str(err)
+    text = " ".join([message or ""] + [d.message for d in peer_errors(err)]).lower()
+    return any(m in text for m in PEERS_DISAGREE_MARKERS)
+
+
 def to_ledger_error(step: str, err: grpc.RpcError) -> LedgerError:
     """The typed error for a failed gateway call. `step` is evaluate, endorse, submit,
     commit_status or events; the peers' messages are in the text and in `.peer_errors`."""
@@ -158,8 +181,13 @@ def to_ledger_error(step: str, err: grpc.RpcError) -> LedgerError:
         # Not ordered (orderer down, no leader yet): nothing was committed, resubmitting the
         # same business key is safe because the contract is idempotent.
         exc = LedgerUnavailable(text)
-    elif any(m in all_messages for m in CHAINCODE_NOT_READY_MARKERS + PEERS_DISAGREE_MARKERS):
+    elif any(
+        m in all_messages
+        for m in CHAINCODE_NOT_READY_MARKERS + PEER_UNREACHABLE_MARKERS + PEERS_DISAGREE_MARKERS
+    ):
         exc = LedgerUnavailable(text)
+    elif any(m in all_messages for m in CREATOR_REJECTED_MARKERS):
+        exc = EndorsementError(text, reason=REASON_CREATOR)
     else:
         exc = EndorsementError(text)
     # Extra context for callers that want it; the interface's exception classes are fixed.

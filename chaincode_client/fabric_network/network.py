@@ -9,8 +9,6 @@ starting over. `down()` stops every process and waits until each port is closed.
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import json
 import os
 import sys
@@ -19,12 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
+from chaincode_client.fabric import FabricGatewayClient
 from chaincode_client.fabric_network import configs, processes
+from chaincode_client.fabric_network.enroll import issue_ccaas_tls
 from chaincode_client.fabric_network.layout import (
     HOST,
     FabricInstall,
@@ -34,14 +29,15 @@ from chaincode_client.fabric_network.layout import (
     find_install,
 )
 from chaincode_client.fabric_network.package import Connection, build_package, package_id
+from chaincode_client.interface import LedgerUnavailable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NODE_START_TIMEOUT_S = 60.0
 RAFT_READY_TIMEOUT_S = 60.0
+GATEWAY_READY_TIMEOUT_S = 90.0
 CHAINCODE_LABEL = "wattlease"
 CHAINCODE_VERSION = "1.0"
 CHAINCODE_FACTORY = "ledger.contract:new_chaincode"
-CCAAS_CERT_DAYS = 365
 
 Log = Callable[[str], None]
 
@@ -73,6 +69,7 @@ class Network:
             ("chaincode packages installed", self._install_packages),
             ("chaincode servers", self._start_chaincode_servers),
             (f"chaincode {self.layout.chaincode!r} approved and committed", self._deploy_default),
+            ("both organisations endorse through the gateway", self._wait_gateway),
         ]
         for i, (title, step) in enumerate(steps, 1):
             t0 = time.monotonic()
@@ -145,7 +142,7 @@ class Network:
         )
         tmp.replace(self.layout.crypto)
         for org in self.layout.orgs:
-            self._issue_ccaas_tls(org)
+            issue_ccaas_tls(self.layout, org)
         return None
 
     def _genesis(self) -> str | None:
@@ -341,46 +338,6 @@ class Network:
 
     # -- chaincode as a service ----------------------------------------------------------
 
-    def _issue_ccaas_tls(self, org: Org) -> None:
-        """A server certificate for the org's chaincode server, from the org's own TLS CA;
-        the peer authenticates to it with its own TLS certificate (mutual TLS)."""
-        ca_dir = self.layout.org_dir(org) / "tlsca"
-        ca_cert = x509.load_pem_x509_certificate(self.layout.peer_tls_ca(org).read_bytes())
-        key_file = next(p for p in ca_dir.iterdir() if p.name.endswith("_sk"))
-        ca_key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
-        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
-        key = ec.generate_private_key(ec.SECP256R1())
-        now = dt.datetime.now(dt.UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, org.ccaas_name)]))
-            .issuer_name(ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=CCAAS_CERT_DAYS))
-            .add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]
-                ),
-                critical=False,
-            )
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        out = self.layout.ccaas_tls_dir(org)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "server.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path = out / "server.key"
-        key_path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        key_path.chmod(0o600)
-
     def package(self, org: Org) -> bytes:
         """The org's CCaaS package: its own chaincode server, over mutual TLS."""
         peer_tls = self.layout.peer_dir(org) / "tls"
@@ -426,8 +383,8 @@ class Network:
             "PYTHONPATH": str(REPO_ROOT),
             "CHAINCODE_ID": self.package_id(org),
             "CHAINCODE_SERVER_ADDRESS": f"{HOST}:{org.ccaas_port}",
-            "CHAINCODE_TLS_KEY": str(tls / "server.key"),
-            "CHAINCODE_TLS_CERT": str(tls / "server.crt"),
+            "CHAINCODE_TLS_KEY": str(tls / "key.pem"),
+            "CHAINCODE_TLS_CERT": str(tls / "cert.pem"),
             "CHAINCODE_TLS_CLIENT_CA": str(self.layout.peer_tls_ca(org)),
         }
         argv = [
@@ -442,6 +399,29 @@ class Network:
     def _start_chaincode_servers(self) -> str | None:
         started = [g.ccaas_name for g in self.layout.orgs if self.start_node(g.ccaas_name)]
         return f"started {', '.join(started)}" if started else "already running"
+
+    def _wait_gateway(self) -> str | None:
+        """Right after a start, a peer's gateway may not yet know the other organisation's
+        peer (gossip, discovery): the first submits cannot meet the AND policy. Wait until a
+        read-only transaction commits, endorsed by both."""
+        client = FabricGatewayClient.from_env(self.layout.client_env(self.layout.orgs[0].msp_id))
+        deadline = time.monotonic() + GATEWAY_READY_TIMEOUT_S
+        tries = 0
+        try:
+            while True:
+                tries += 1
+                try:
+                    receipt = client.submit("GetHistory", json.dumps({"key": "node:gateway-probe"}))
+                    return f"block {receipt.block_number} after {tries} tries"
+                except LedgerUnavailable as exc:
+                    if time.monotonic() > deadline:
+                        raise NetworkError(
+                            f"no endorsement by both organisations in "
+                            f"{GATEWAY_READY_TIMEOUT_S:.0f}s: {exc}"
+                        ) from exc
+                    time.sleep(0.5)
+        finally:
+            client.close()
 
     def _deploy_default(self) -> str | None:
         return self.deploy(self.layout.chaincode)

@@ -17,6 +17,11 @@ It closes three gaps of that release, each covered by tests/fabric/test_shim_ada
    idle connection is cut. `serve()` creates the server with keepalive settings that accept
    the peer's pings and detect a dead peer.
 
+4. Each message from the peer is handled in a task of its own, so with two transactions in
+   flight two tasks write to the stream at once; gRPC's asyncio API allows one write in
+   flight per stream and fails the second (GRPC_CALL_ERROR_TOO_MANY_OPERATIONS), leaving the
+   peer to time out. `SerialWriter` queues the writes of one stream behind a lock.
+
 It also answers a contract that raises, or returns nothing, with an ERROR response instead
 of leaving the peer waiting until its execute timeout.
 """
@@ -81,8 +86,34 @@ class StrictQueueHandler(MsgQueueHandler):
         await super().queue_msg(msg)
 
 
+class SerialWriter:
+    """A servicer context whose `write`s go out one at a time; everything else passes
+    through. gRPC's asyncio streams allow one write in flight, and the shim writes from one
+    task per transaction."""
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self._lock = asyncio.Lock()
+
+    async def write(self, message: Any) -> None:
+        async with self._lock:
+            await self._context.write(message)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
 class EventfulHandler(Handler):
-    """The shim's Handler with the three fixes above."""
+    """The shim's Handler with the fixes above."""
+
+    @property  # type: ignore[override]
+    def context(self) -> Any:
+        return self._context
+
+    @context.setter
+    def context(self, value: Any) -> None:
+        # chat_with_peer() stores the stream's context here; every write goes through it.
+        self._context = None if value is None else SerialWriter(value)
 
     @property  # type: ignore[override]
     def msg_queue_handler(self) -> MsgQueueHandler | None:

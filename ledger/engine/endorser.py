@@ -64,7 +64,9 @@ def make_proposal(
 
 def _parse_proposal(raw: bytes, channel: str) -> dict[str, Any]:
     if len(raw) > MAX_PROPOSAL_BYTES:
-        raise ProposalRejected(f"proposal is {len(raw)} bytes, limit {MAX_PROPOSAL_BYTES}")
+        raise ProposalRejected(
+            f"[too_large] proposal is {len(raw)} bytes, limit {MAX_PROPOSAL_BYTES}"
+        )
     try:
         proposal = loads(raw)
         fn, args = proposal["fn"], proposal["args"]
@@ -123,7 +125,7 @@ class Endorser:
             self._msp.verify(creator["mspid"], creator["cert"].encode(), signature, proposal_bytes)
             nonce = unb64(proposal["nonce"])
         except (MspError, ValueError) as exc:
-            raise ProposalRejected(f"creator rejected: {exc}") from None
+            raise ProposalRejected(f"[creator] creator rejected: {exc}") from None
         self.timings["verify_creator"] += time.perf_counter() - t0
         if make_tx_id(nonce, creator["cert"].encode()) != proposal["tx_id"]:
             raise ProposalRejected("tx_id is not SHA-256(nonce || creator)")

@@ -54,12 +54,16 @@ class LedgerEnv:
     close_ledger: Callable[[], None] = field(default=lambda: None)
 
 
-BACKENDS: dict[str, Callable[[Path], AbstractContextManager[LedgerEnv]]] = {}
+Factory = Callable[[pytest.FixtureRequest, Path], AbstractContextManager[LedgerEnv]]
+BACKENDS: dict[str, Factory] = {}
+MARKS: dict[str, pytest.MarkDecorator] = {}
 
 
-def backend(name: str) -> Callable:
-    def register(factory: Callable[[Path], AbstractContextManager[LedgerEnv]]) -> Callable:
+def backend(name: str, mark: pytest.MarkDecorator | None = None) -> Callable:
+    def register(factory: Factory) -> Factory:
         BACKENDS[name] = factory
+        if mark is not None:
+            MARKS[name] = mark
         return factory
 
     return register
@@ -99,20 +103,57 @@ def _embedded(tmp_path: Path, name: str, peer_processes: bool) -> Iterator[Ledge
 
 
 @backend("embedded")
-def embedded_backend(tmp_path: Path) -> AbstractContextManager[LedgerEnv]:
+def embedded_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AbstractContextManager[LedgerEnv]:
     """Both orgs' peers in the engine's process, reading its in-memory state."""
     return _embedded(tmp_path, "embedded", peer_processes=False)
 
 
 @backend("embedded-peer-processes")
-def embedded_peer_processes_backend(tmp_path: Path) -> AbstractContextManager[LedgerEnv]:
+def embedded_peer_processes_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AbstractContextManager[LedgerEnv]:
     """Each org's peer in a process of its own, reading state from the SQLite file."""
     return _embedded(tmp_path, "embedded-peer-processes", peer_processes=True)
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@backend("fabric", mark=pytest.mark.fabric)
+@contextmanager
+def fabric_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerEnv]:
+    """The session's real Fabric network; this test's own chaincode, so its state is empty.
+    Time is the peers' wall clock (no StepClock): tests that step time have real-time twins."""
+    from tests.fabric.network_fixture import client, new_chaincode, new_user_client
+    from tests.fabric.pki import make_msp
+
+    network = request.getfixturevalue("fabric_network")
+    chaincode = new_chaincode(network)
+    made: list[LedgerClient] = []
+
+    def keep(c: LedgerClient) -> LedgerClient:
+        made.append(c)
+        return c
+
+    def outsider() -> LedgerClient:
+        msp = make_msp(tmp_path / f"outsider-{len(made)}", org="org1.example.com")
+        return keep(client(network, ORG1, chaincode, msp_dir=msp))
+
+    env = LedgerEnv(
+        "fabric",
+        {org: keep(client(network, org, chaincode)) for org in (ORG1, ORG2)},
+        lambda org: keep(new_user_client(network, org, chaincode)),
+        outsider,
+    )
+    try:
+        yield env
+    finally:
+        for c in made:
+            c.close()
+
+
+@pytest.fixture(params=[pytest.param(name, marks=MARKS.get(name, ())) for name in sorted(BACKENDS)])
 def ledger_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerEnv]:
-    with BACKENDS[request.param](tmp_path) as env:
+    with BACKENDS[request.param](request, tmp_path) as env:
         yield env
 
 
