@@ -31,17 +31,22 @@ def get(url: str) -> tuple[int, str]:
 
 @pytest.fixture
 def demo_server(tmp_path):
+    yield from run_demo(tmp_path)
+
+
+def run_demo(tmp_path: Path, *extra: str, timeout_s: float = START_TIMEOUT_S):
+    """Start `manage.py demo` on a free port; yield (base URL, process, log); stop it."""
     port = free_port()
     log = (tmp_path / "demo.log").open("w+")
     process = subprocess.Popen(
-        [sys.executable, "manage.py", "demo", "--port", str(port)],
+        [sys.executable, "manage.py", "demo", "--port", str(port), *extra],
         cwd=ROOT,
         env=demo_env(tmp_path),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             get(base + "/admin/login/")

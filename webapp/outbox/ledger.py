@@ -6,6 +6,7 @@ Embedded: this process owns the ledger file (one engine per file), so only the r
 
 from __future__ import annotations
 
+import os
 import threading
 
 from django.conf import settings
@@ -33,8 +34,7 @@ def _embedded() -> LedgerClient:
 
 
 def _fabric() -> LedgerClient:
-    """The Fabric Gateway backend from FABRIC_* variables (docs/operations.md). Not yet run
-    against a real peer here: see issue 5 and docs/fabric.md."""
+    """The Fabric Gateway backend from FABRIC_* variables (docs/operations.md)."""
     from chaincode_client.fabric.client import FabricGatewayClient
     from chaincode_client.fabric.config import ConfigError
 
@@ -42,6 +42,26 @@ def _fabric() -> LedgerClient:
         return FabricGatewayClient.from_env()
     except ConfigError as exc:
         raise ImproperlyConfigured(str(exc)) from None
+
+
+def use_local_fabric(base_port: int, log=print):  # type: ignore[no-untyped-def]
+    """Bring up (or find running) the loopback Fabric network under the data folder and
+    point this process's ledger client at it as LEDGER_ORG's application. Returns the
+    network, so its owner (the demo) can take it down."""
+    from chaincode_client.fabric_network.layout import Layout, NetworkError
+    from chaincode_client.fabric_network.network import Network
+
+    try:
+        network = Network.create(
+            Layout(settings.DATA_DIR / "fabric-network", base_port=base_port), log=log
+        )
+        network.up()
+    except NetworkError as exc:
+        raise ImproperlyConfigured(f"the local Fabric network did not come up: {exc}") from None
+    os.environ.update(network.layout.client_env(settings.LEDGER_ORG))
+    settings.LEDGER_BACKEND = "fabric"
+    close_ledger_client()
+    return network
 
 
 def ledger_client() -> LedgerClient:

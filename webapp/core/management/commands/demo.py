@@ -14,13 +14,14 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT
 from webapp.core.demo_agents import DemoAgents
 from webapp.core.demo_loop import DemoLoop
 from webapp.core.seed import OPERATOR, seed_demo
 from webapp.fleet.models import Node, PcrPolicy
+from webapp.outbox.ledger import use_local_fabric
 
 DEMO_ATTESTATION_INTERVAL_S = 10.0
-SHUTDOWN_GRACE_S = 3.0
 SHUTDOWN_GRACE_S = 3.0
 
 
@@ -45,9 +46,26 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-loop", action="store_true", help="serve without activity")
+        parser.add_argument(
+            "--ledger",
+            choices=("embedded", "fabric"),
+            default=settings.LEDGER_BACKEND,
+            help="fabric: bring up a loopback Fabric network (3 orderers, 2 organisations) "
+            "under the data folder and run the whole demo through it (default: LEDGER_BACKEND)",
+        )
+        parser.add_argument(
+            "--fabric-base-port",
+            type=int,
+            default=DEFAULT_BASE_PORT,
+            help="first of the ports the Fabric network uses (base..base+133)",
+        )
 
-    def handle(self, *args, host: str, port: int, no_loop: bool, **options):
+    def handle(self, *args, host: str, port: int, no_loop: bool, ledger: str, **options):
         ensure_port_free(host, port)
+        network = None
+        if ledger == "fabric":
+            self.stdout.write("Bringing up the Fabric network (3 Raft orderers, 2 orgs)…")
+            network = use_local_fabric(options["fabric_base_port"], log=self.stdout.write)
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Seeding the demo fleet…")
         seeded = seed_demo()
@@ -79,6 +97,8 @@ class Command(BaseCommand):
             if loop:
                 loop.stop()
             agents.stop()  # agents finish their round while the server still answers
+            if network is not None:
+                network.down()
             from twisted.internet import reactor
 
             reactor.callFromThread(reactor.stop)
