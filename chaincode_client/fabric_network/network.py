@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -216,8 +217,9 @@ class Network:
                 return True
         raise NetworkError(f"no process {name!r} in this network: {self.layout.process_names()}")
 
-    def stop_node(self, name: str) -> bool:
-        return processes.stop(self.layout, name)
+    def stop_node(self, name: str, sig: int = signal.SIGTERM) -> bool:
+        """Stop one process (SIGKILL to simulate a crash); True if it was running."""
+        return processes.stop(self.layout, name, sig)
 
     def _osnadmin(self, orderer_index: int, *argv: str) -> str:
         orderer = self.layout.orderers[orderer_index]

@@ -163,3 +163,45 @@ def test_chaincode_not_ready_is_retryable(failing_gateway: grpc.Channel, tmp_pat
 def test_peers_that_disagree_are_retryable(failing_gateway: grpc.Channel, tmp_path: Path):
     with pytest.raises(LedgerUnavailable, match="ProposalResponsePayloads do not match"):
         _client(failing_gateway, tmp_path).submit("SettleLease", "L1")
+
+
+PEER_CLOSING = (  # a peer killed mid-endorsement, as the gateway reports it (issue 10, defect 3)
+    grpc.StatusCode.ABORTED,
+    (
+        (
+            "127.0.0.1:9051",
+            "Org2MSP",
+            "rpc error: code = Canceled desc = grpc: the client connection is closing",
+        ),
+    ),
+    "failed to collect enough transaction endorsements, see attached details for more info",
+)
+NO_PEERS_YET = (  # discovery has not learnt the other organisation's peer yet
+    grpc.StatusCode.FAILED_PRECONDITION,
+    (),
+    "no combination of peers can be derived which satisfy the endorsement policy: "
+    "no peer combination can satisfy the endorsement policy",
+)
+
+
+@pytest.mark.parametrize("failing_gateway", [PEER_CLOSING, NO_PEERS_YET], indirect=True)
+def test_a_peer_that_went_away_is_retryable(failing_gateway: grpc.Channel, tmp_path: Path):
+    with pytest.raises(LedgerUnavailable):
+        _client(failing_gateway, tmp_path).submit("CreateLease", "{}")
+
+
+ACCESS_DENIED = (
+    grpc.StatusCode.PERMISSION_DENIED,
+    (),
+    "evaluate call to endorser returned error: access denied: channel [wattlease] creator org "
+    "unknown, creator is malformed",
+)
+
+
+@pytest.mark.parametrize("failing_gateway", [ACCESS_DENIED], indirect=True)
+def test_a_creator_the_channel_refuses_has_the_creator_reason(
+    failing_gateway: grpc.Channel, tmp_path: Path
+):
+    with pytest.raises(EndorsementError) as info:
+        _client(failing_gateway, tmp_path).evaluate("GetLease", "{}")
+    assert info.value.reason == "creator"

@@ -81,9 +81,18 @@ def claim(batch: int, now=None) -> list[OutboxEntry]:
     )
 
 
-def _retry(entry: OutboxEntry, error: str) -> None:
+def _retry(entry: OutboxEntry, error: str, level: int = logging.WARNING) -> None:
     entry.attempts += 1
     backoff = min(MAX_BACKOFF_S, 2 ** min(entry.attempts, 9))
+    log.log(
+        level,
+        "outbox row %s (%s) attempt %d: retry in %ds: %s",
+        entry.id,
+        entry.function,
+        entry.attempts,
+        backoff,
+        error[:300],
+    )
     entry.status = OutboxEntry.PENDING
     entry.next_attempt = timezone.now() + timedelta(seconds=backoff)
     entry.last_error = error[:2000]
@@ -162,7 +171,9 @@ class _Pipeline:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
 
     def put_back(self, entry: OutboxEntry, why: str, outcome: str) -> None:
-        _retry(entry, why)
+        # a fault (ledger unreachable, invalid at commit) is a warning; waiting for an
+        # earlier row is the ordering working as designed
+        _retry(entry, why, logging.WARNING if outcome == "retry" else logging.INFO)
         self.waiting.append(((entry.created, entry.id), subjects(entry.function, entry.args)))
         self.count(outcome)
 
