@@ -36,6 +36,7 @@ ENERGY_QUANTUM_KWH = Decimal("0.000001")  # displayed energy: 1 mWh
 RATE_QUANTUM = Decimal("0.0001")  # displayed coefficients, derating, W/TFLOPS
 MJ_PER_KWH = 3_600_000_000
 WH_PER_KWH = Decimal(1000)
+MW_PER_W = 1000  # the search ranks GPUs by attributed power in integer milliwatts
 MAX_POWER_W = Decimal(5000)  # a measured draw above this is a broken sensor, not a GPU
 MIN_PUE = Decimal(1)
 MAX_PUE = Decimal(5)
@@ -182,6 +183,34 @@ class Pricer:
         excess = temp_c - self.policy.temp_derate_threshold_c
         return min(Decimal(1) + excess * self.policy.derate_per_degree, self.policy.max_derating)
 
+    def attributed_power_w(self, gen: Generation, power_w: Decimal | None, temp_c) -> Decimal:
+        """What a GPU is taken to draw: measured (else board) power x temperature derating."""
+        power = gen.board_power_w if power_w is None else power_w
+        return power * self.derating(temp_c)
+
+    def power_key(self, generation_id: str, power_w: Decimal | None, temp_c) -> int:
+        """Attributed power in integer mW: within one pool (one PUE, tariff and datasheet)
+        the only thing that makes one GPU cheaper than another, at every precision."""
+        power = self.attributed_power_w(self.catalogue.get(generation_id), power_w, temp_c)
+        return int((power * MW_PER_W).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+    def work(self, precision: str, hours: Decimal) -> Decimal:
+        """Per-GPU work of a job of `hours` baseline hours (TFLOPS·h, module docstring)."""
+        return hours * self.baseline_tflops(precision)
+
+    def rate(
+        self, gen: Generation, precision: str, pue: Decimal, tariff_per_kwh: Decimal
+    ) -> Decimal:
+        """The search's pool rate: money per (mW of power key x TFLOPS·h of per-GPU work),
+        up to the constant 1 / (MW_PER_W x WH_PER_KWH). energy x PUE x tariff, as `price`."""
+        return pue * tariff_per_kwh / gen.dense_tflops[precision]
+
+    @staticmethod
+    def search_cost(work: Decimal, power: Decimal | int, rate: Decimal) -> Decimal:
+        """The search's ranking key for a GPU set: per-GPU work x summed power keys x the
+        pool's rate. Proportional to the priced cost (same constant for every option)."""
+        return work * power * rate
+
     def effective_w_per_tflops(self, cond: GpuCondition, precision: str) -> Decimal:
         """W/TFLOPS at the facility meter: measured or datasheet power, derated, x PUE."""
         gen = self.generation(cond.generation, precision)
@@ -217,7 +246,6 @@ class Pricer:
         underated = share * wpt / WH_PER_KWH
         energy = underated * derating
         facility = energy * cond.pue
-        power = gen.board_power_w if cond.power_w is None else cond.power_w
         line = GpuLine(
             gpu=cond.gpu,
             generation=gen.id,
@@ -228,7 +256,9 @@ class Pricer:
             pue=cond.pue,
             tariff_per_kwh=cond.tariff_per_kwh,
             gpu_hours=_q(share / gen.dense_tflops[precision], ENERGY_QUANTUM_KWH),
-            attributed_power_w=_q(power * derating, RATE_QUANTUM),
+            attributed_power_w=_q(
+                self.attributed_power_w(gen, cond.power_w, cond.temp_c), RATE_QUANTUM
+            ),
             energy_kwh=_q(energy, ENERGY_QUANTUM_KWH),
             facility_energy_kwh=_q(facility, ENERGY_QUANTUM_KWH),
             cost=_q(facility * cond.tariff_per_kwh, MONEY_QUANTUM),
