@@ -6,8 +6,10 @@ generation at the job's precision. The work is therefore
     work [TFLOPS·h] = gpus x hours x baseline dense TFLOPS(precision)
 
 and a faster generation needs proportionally fewer GPU-hours for it. When the baseline has
-no figure at a precision (a V100 has no BF16, TF32 or FP8 tensor path), the baseline's
-REFERENCE_PRECISION (FP16 tensor) figure stands in: "hours of V100 tensor work".
+no figure at a precision (a V100 has no BF16, TF32, FP8 or INT8 tensor path), the
+baseline's REFERENCE_PRECISION (FP16 tensor) figure stands in: "hours of V100 tensor work";
+for FP64_TENSOR its FP64 (vector) figure does (BASELINE_STAND_INS): "hours of V100 FP64
+work", the path a V100 runs a DGEMM on.
 
 Energy attributed to a GPU that does a share of the work is
 
@@ -28,6 +30,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from scheduler.catalogue import Catalogue, CatalogueError, Generation
 
 REFERENCE_PRECISION = "FP16"
+BASELINE_STAND_INS = {"FP64_TENSOR": "FP64"}  # precision -> the baseline's figure used first
 TEMP_DERATE_THRESHOLD_C = Decimal("80")  # °C: above this, efficiency is derated
 DERATE_PER_DEGREE = Decimal("0.01")  # fraction added to W/TFLOPS per °C above threshold
 MAX_DERATING = Decimal("1.5")  # a sensor stuck at 150 °C must not price a GPU at 8x
@@ -134,10 +137,10 @@ class Pricer:
         self._reference: dict[str, tuple[Decimal, Decimal]] = {}  # precision -> (TFLOPS, W/TF)
 
     def _baseline_precision(self, precision: str) -> str:
-        if self.baseline.supports(precision):
-            return precision
-        if self.baseline.supports(REFERENCE_PRECISION):
-            return REFERENCE_PRECISION
+        stand_in = BASELINE_STAND_INS.get(precision, REFERENCE_PRECISION)
+        for candidate in (precision, stand_in, REFERENCE_PRECISION):
+            if self.baseline.supports(candidate):
+                return candidate
         raise PricingError(
             f"baseline {self.baseline.id} has neither {precision} nor {REFERENCE_PRECISION}"
         )
