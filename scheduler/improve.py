@@ -67,11 +67,11 @@ class _Slot:
 
 def _rates(job: Job, pools: list[Pool], pricer: Pricer, cache: dict) -> dict[tuple[str, str], int]:
     """Scaled cost rate of this job on each pool it may use (absent: not allowed)."""
-    key = (job.precision, job.min_memory_gb)
+    key = (job.precision, job.min_memory_gb, job.memory_bound)
     rates = cache.get(key)
     if rates is None:
         rates = cache[key] = [
-            (pool.key, int(pool.rate(job.precision) * FACTOR_SCALE))
+            (pool.key, int(pool.rate(job) * FACTOR_SCALE))
             for pool in pools
             if pool.generation.supports(job.precision)
             and pool.generation.memory_gb >= job.min_memory_gb
@@ -105,7 +105,7 @@ def _pool_costs(job: Job, eligible: Eligible, pricer: Pricer) -> list[Decimal]:
     """The job's cost on each pool it may use at datasheet power, cheapest first."""
     work = _work(job, pricer) * job.gpus
     return sorted(
-        pricer.search_cost(work, pool.generation.board_power_w, pool.rate(job.precision))
+        pricer.search_cost(work, pool.generation.board_power_w, pool.rate(job))
         for pool in eligible(job)
     )
 

@@ -315,6 +315,6 @@ def _priced(job, taken, pool: Pool, state: _State, pricer: Pricer, data: PlanInp
         GpuCondition(g.id, g.generation, site.pue, site.tariff_per_kwh, g.power_w, g.temp_c)
         for g in gpus
     ]
-    price = pricer.price(job.precision, job.gpus, job.hours, conditions)
+    price = pricer.price(job.precision, job.gpus, job.hours, conditions, job.memory_bound)
     nodes = tuple(sorted({g.node for g in gpus}))
     return Placement(job.id, tuple(g.id for g in gpus), pool.site, pool.generation.id, nodes, price)

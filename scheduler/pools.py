@@ -53,18 +53,22 @@ class Pool:
     largest_node: int = 0  # most attested GPUs on one node of this pool
     leased: int = 0  # attested GPUs held by live, preemptible leases
     sizes: frozenset[int] = frozenset()  # single-node job sizes in the queue: heaps kept
-    rates: dict[str, Decimal] = field(default_factory=dict)
+    rates: dict[str | tuple[str, Decimal], Decimal] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.site, self.generation.id)
 
-    def rate(self, precision: str) -> Decimal:
-        """The pricer's rate for work at `precision` on this pool (`Pricer.rate`), cached."""
-        rate = self.rates.get(precision)
+    def rate(self, job: Job) -> Decimal:
+        """The pricer's rate for the job's work on this pool (`Pricer.rate`), cached per
+        (precision, memory-bound fraction)."""
+        # The hot path (every candidate pool of every placement) keys compute-bound jobs by
+        # precision alone: hashing a Decimal per call costs more than the lookup.
+        key = (job.precision, job.memory_bound) if job.memory_bound else job.precision
+        rate = self.rates.get(key)
         if rate is None:
-            rate = self.rates[precision] = self.pricer.rate(
-                self.generation, precision, self.pue, self.tariff_per_kwh
+            rate = self.rates[key] = self.pricer.rate(
+                self.generation, job.precision, self.pue, self.tariff_per_kwh, job.memory_bound
             )
         return rate
 
@@ -170,7 +174,7 @@ def best_choice(pools: list[Pool], job: Job) -> Choice | None:
             total, node = found
         else:
             total, node = pool.cheapest_sum(count), None
-        cost = total * pool.rate(job.precision)
+        cost = total * pool.rate(job)
         if best is None or cost < best.cost:  # pools are visited in key order: ties stable
             best = Choice(pool, node, cost)
     return best
