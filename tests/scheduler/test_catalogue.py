@@ -45,14 +45,6 @@ def raw_catalogue() -> dict:
     return json.loads(DEFAULT_PATH.read_text(), parse_float=Decimal)
 
 
-def with_entry(gid: str, **changes) -> dict:
-    raw = raw_catalogue()
-    entry = next(e for e in raw["generations"] if e["id"] == gid)
-    for key, value in changes.items():
-        entry[key] = value
-    return raw
-
-
 @pytest.mark.parametrize("gid", sorted(EXPECTED))
 def test_fp64_fp64_tensor_and_int8_match_the_datasheets(catalogue, gid):
     dense = catalogue.get(gid).dense_tflops
@@ -104,37 +96,42 @@ def test_every_precision_is_supported_somewhere_and_int8_never_on_volta(catalogu
     assert not catalogue.get("V100-SXM2").supports("INT8")
 
 
-def test_rejects_a_sparse_figure_listed_as_dense():
+@pytest.mark.parametrize(
+    ("gid", "field", "precision", "value", "message"),
+    [
+        # the seed's mistake: the H100's sparse FP16 peak entered as dense
+        (
+            "H100-SXM5-80GB",
+            "dense_tflops",
+            "FP16",
+            1979,
+            r"'H100-SXM5-80GB'\.dense_tflops\.FP16.*not half",
+        ),
+        (
+            "A100-SXM4-80GB",
+            "sparse_tflops",
+            "FP64",
+            19.4,
+            r"sparse_tflops: precision 'FP64' is not one of",
+        ),
+        ("V100-SXM2", "sparse_tflops", "INT8", 250, r"sparse_tflops\.INT8: a sparse figure needs"),
+        (
+            "A100-SXM4-80GB",
+            "dense_tflops",
+            "FP64_TENSOR",
+            4.85,
+            r"FP64_TENSOR: needs an FP64 figure no larger",
+        ),
+        ("L4", "dense_tflops", "FP4", 485, r"'L4'\.dense_tflops: precision 'FP4'"),
+    ],
+)
+def test_rejects_figures_that_break_a_rule_naming_generation_and_precision(
+    gid, field, precision, value, message
+):
     raw = raw_catalogue()
-    h100 = next(e for e in raw["generations"] if e["id"] == "H100-SXM5-80GB")
-    h100["dense_tflops"]["FP16"] = 1979  # the seed's mistake
-    with pytest.raises(CatalogueError, match=r"'H100-SXM5-80GB'\.dense_tflops\.FP16.*not half"):
-        parse_catalogue(raw)
-
-
-def test_rejects_a_sparse_figure_for_a_precision_without_sparsity():
-    raw = with_entry("A100-SXM4-80GB", sparse_tflops={"FP64": 19.4})
-    with pytest.raises(CatalogueError, match=r"sparse_tflops: precision 'FP64' is not one of"):
-        parse_catalogue(raw)
-
-
-def test_rejects_a_sparse_figure_without_its_dense_one():
-    raw = with_entry("V100-SXM2", sparse_tflops={"INT8": 250})
-    with pytest.raises(CatalogueError, match=r"sparse_tflops\.INT8: a sparse figure needs"):
-        parse_catalogue(raw)
-
-
-def test_rejects_an_fp64_tensor_figure_below_fp64():
-    raw = raw_catalogue()
-    a100 = next(e for e in raw["generations"] if e["id"] == "A100-SXM4-80GB")
-    a100["dense_tflops"]["FP64_TENSOR"] = D("4.85")
-    with pytest.raises(CatalogueError, match=r"FP64_TENSOR: needs an FP64 figure no larger"):
-        parse_catalogue(raw)
-
-
-def test_rejects_an_unknown_precision():
-    raw = with_entry("L4", dense_tflops={"FP4": 485})
-    with pytest.raises(CatalogueError, match=r"'L4'\.dense_tflops: precision 'FP4'"):
+    entry = next(e for e in raw["generations"] if e["id"] == gid)
+    entry[field][precision] = Decimal(str(value))
+    with pytest.raises(CatalogueError, match=message):
         parse_catalogue(raw)
 
 
