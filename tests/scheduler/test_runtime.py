@@ -9,7 +9,10 @@ import json
 from decimal import Decimal as D
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
+from scheduler.catalogue import PRECISIONS, load_catalogue
 from scheduler.fleet import PlanInputError, parse_plan_input
 from scheduler.placement import plan
 from scheduler.pricing import GpuCondition, Pricer, PricingError
@@ -62,6 +65,26 @@ def test_runtime_grows_with_the_memory_bound_fraction_on_a_faster_generation(cat
 def test_fraction_outside_zero_to_one_is_refused(catalogue):
     with pytest.raises(PricingError, match=r"memory_bound must be in \[0, 1\], got 1.5"):
         Pricer(catalogue).price("FP16", 1, D(1), [h100()], memory_bound=D("1.5"))
+
+
+CATALOGUE = load_catalogue()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(sorted(CATALOGUE.generations)),
+    st.sampled_from(PRECISIONS),
+    st.decimals(0, 1, places=4),
+    st.decimals(D("0.25"), 100, places=2),
+)
+def test_runtime_is_linear_in_the_fraction_between_its_two_bounds(gid, precision, f, hours):
+    assume(CATALOGUE.get(gid).supports(precision))
+    pricer = Pricer(CATALOGUE)
+    compute = pricer.runtime_hours(gid, precision, hours, D(0))
+    memory = pricer.runtime_hours(gid, precision, hours, D(1))
+    mixed = pricer.runtime_hours(gid, precision, hours, f)
+    assert abs(mixed - ((1 - f) * compute + f * memory)) < D("1e-18") * hours
+    assert min(compute, memory) - D("1e-18") <= mixed <= max(compute, memory) + D("1e-18")
 
 
 def run(catalogue, raw):
