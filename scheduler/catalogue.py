@@ -24,6 +24,8 @@ SPARSITY_FACTOR = Decimal(2)  # 2:4 structured sparsity doubles the dense tensor
 SPARSITY_TOLERANCE = Decimal("0.05")  # datasheets round: L40S prints 362.05 dense, 733 sparse
 DEFAULT_PATH = Path(__file__).parent / "data" / "catalogue-v1.json"
 MAX_CATALOGUE_BYTES = 1 << 20
+MIN_FIGURE = Decimal("0.000001")  # no TFLOPS, W, GB or GB/s figure is smaller: a typo
+MAX_FIGURE = Decimal(10) ** 9  # ... or larger
 
 
 class CatalogueError(ValueError):
@@ -79,6 +81,8 @@ def _decimal(value: Any, where: str) -> Decimal:
         raise CatalogueError(f"{where}: not a number: {value!r}") from None
     if not number.is_finite() or number <= 0:
         raise CatalogueError(f"{where}: must be a positive number, got {value!r}")
+    if not MIN_FIGURE <= number <= MAX_FIGURE:  # 1e-999999 would overflow a ratio later
+        raise CatalogueError(f"{where}: must be in [{MIN_FIGURE}, {MAX_FIGURE}], got {number}")
     return number
 
 

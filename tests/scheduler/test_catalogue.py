@@ -148,7 +148,11 @@ def test_an_operator_extended_file_loads(tmp_path: Path):
 
 figures = st.dictionaries(
     st.sampled_from([*PRECISIONS, "FP4", ""]),
-    st.integers(-5, 5000) | st.decimals(allow_nan=True) | st.text(max_size=4) | st.none(),
+    st.integers(-5, 5000)
+    | st.decimals(allow_nan=True)
+    | st.sampled_from(["1e999999", "1e-999999", "1e9", "0.000001"])
+    | st.text(max_size=4)
+    | st.none(),
     max_size=4,
 )
 entries = st.fixed_dictionaries(
