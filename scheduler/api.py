@@ -10,7 +10,7 @@ from scheduler.advice import PoolState, ScalingAdvice, advise_pools, idle_heatma
 from scheduler.catalogue import Catalogue, load_catalogue
 from scheduler.fleet import parse_plan_input
 from scheduler.placement import Placement, Plan, plan
-from scheduler.pricing import GpuCondition, PriceBreakdown, Pricer, PricingPolicy
+from scheduler.pricing import COMPUTE_BOUND, GpuCondition, PriceBreakdown, Pricer, PricingPolicy
 from scheduler.settlement import (
     LeaseTerms,
     SettlementRecord,
@@ -53,10 +53,12 @@ def price_lease(
     hours: Decimal,
     catalogue: Catalogue | None = None,
     policy: PricingPolicy | None = None,
+    memory_bound: Decimal = COMPUTE_BOUND,
 ) -> PriceBreakdown:
-    """Price `hours` baseline hours of work on these GPUs (one GpuCondition per GPU)."""
+    """Price `hours` baseline hours of work on these GPUs (one GpuCondition per GPU), for a
+    job memory-bound for the fraction `memory_bound` of its baseline runtime."""
     catalogue = catalogue or load_catalogue()
-    return Pricer(catalogue, policy).price(precision, len(gpus), hours, gpus)
+    return Pricer(catalogue, policy).price(precision, len(gpus), hours, gpus, memory_bound)
 
 
 def plan_batch(

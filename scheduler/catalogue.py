@@ -2,7 +2,9 @@
 data file (`scheduler/data/catalogue-v1.json`) that an operator can extend.
 
 Every figure is a Decimal so the pricing arithmetic never touches binary floating point.
-Dense and sparse peaks are kept apart; only dense figures are used for pricing.
+Dense and sparse peaks are kept apart; only dense figures are used for pricing. The parser
+refuses the mistakes that put a sparse figure where a dense one belongs: a sparse figure
+for a precision without structured sparsity, or one that is not twice its dense figure.
 """
 
 from __future__ import annotations
@@ -14,9 +16,16 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "wattlease.catalogue/1"
-PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8")
+# FP64 and FP32 are the vector (non-tensor) peaks; FP64_TENSOR the FP64 tensor-core path
+# (Ampere and later); INT8 the tensor peak in TOPS.
+PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8", "FP64", "FP64_TENSOR", "INT8")
+SPARSE_PRECISIONS = ("TF32", "BF16", "FP16", "FP8", "INT8")  # 2:4 structured sparsity exists
+SPARSITY_FACTOR = Decimal(2)  # 2:4 structured sparsity doubles the dense tensor peak
+SPARSITY_TOLERANCE = Decimal("0.05")  # datasheets round: L40S prints 362.05 dense, 733 sparse
 DEFAULT_PATH = Path(__file__).parent / "data" / "catalogue-v1.json"
 MAX_CATALOGUE_BYTES = 1 << 20
+MIN_FIGURE = Decimal("0.000001")  # no TFLOPS, W, GB or GB/s figure is smaller: a typo
+MAX_FIGURE = Decimal(10) ** 9  # ... or larger
 
 
 class CatalogueError(ValueError):
@@ -72,18 +81,41 @@ def _decimal(value: Any, where: str) -> Decimal:
         raise CatalogueError(f"{where}: not a number: {value!r}") from None
     if not number.is_finite() or number <= 0:
         raise CatalogueError(f"{where}: must be a positive number, got {value!r}")
+    if not MIN_FIGURE <= number <= MAX_FIGURE:  # 1e-999999 would overflow a ratio later
+        raise CatalogueError(f"{where}: must be in [{MIN_FIGURE}, {MAX_FIGURE}], got {number}")
     return number
 
 
-def _figures(raw: Any, where: str) -> dict[str, Decimal]:
+def _figures(raw: Any, where: str, allowed: tuple[str, ...] = PRECISIONS) -> dict[str, Decimal]:
     if not isinstance(raw, dict):
         raise CatalogueError(f"{where}: expected an object of precision -> TFLOPS")
     figures = {}
     for precision, value in raw.items():
-        if precision not in PRECISIONS:
-            raise CatalogueError(f"{where}: unknown precision {precision!r} ({PRECISIONS})")
+        if precision not in allowed:
+            raise CatalogueError(f"{where}: precision {precision!r} is not one of {allowed}")
         figures[precision] = _decimal(value, f"{where}.{precision}")
     return figures
+
+
+def _check_dense(dense: dict[str, Decimal], sparse: dict[str, Decimal], where: str) -> None:
+    """Each sparse figure is twice a dense one (else a sparse figure was entered as dense,
+    or the reverse); an FP64 tensor path is never slower than the FP64 vector path."""
+    for precision, figure in sparse.items():
+        if precision not in dense:
+            raise CatalogueError(
+                f"{where}.sparse_tflops.{precision}: a sparse figure needs the dense one"
+            )
+        ratio = figure / dense[precision]
+        if abs(ratio - SPARSITY_FACTOR) > SPARSITY_FACTOR * SPARSITY_TOLERANCE:
+            raise CatalogueError(
+                f"{where}.dense_tflops.{precision}: dense {dense[precision]} is not half the "
+                f"sparse {figure} (ratio {ratio:.3f}); is a sparse figure listed as dense?"
+            )
+    tensor, vector = dense.get("FP64_TENSOR"), dense.get("FP64")
+    if tensor is not None and (vector is None or tensor < vector):
+        raise CatalogueError(
+            f"{where}.dense_tflops.FP64_TENSOR: needs an FP64 figure no larger than it"
+        )
 
 
 def _text(entry: dict[str, Any], key: str, where: str) -> str:
@@ -102,6 +134,8 @@ def _generation(entry: Any, index: int) -> Generation:
     dense = _figures(entry.get("dense_tflops"), f"{where}.dense_tflops")
     if not dense:
         raise CatalogueError(f"{where}: needs at least one dense TFLOPS figure")
+    sparse = _figures(entry.get("sparse_tflops", {}), f"{where}.sparse_tflops", SPARSE_PRECISIONS)
+    _check_dense(dense, sparse, where)
     return Generation(
         id=gid,
         family=_text(entry, "family", where),
@@ -113,7 +147,7 @@ def _generation(entry: Any, index: int) -> Generation:
             entry.get("memory_bandwidth_gbs"), f"{where}.memory_bandwidth_gbs"
         ),
         dense_tflops=dense,
-        sparse_tflops=_figures(entry.get("sparse_tflops", {}), f"{where}.sparse_tflops"),
+        sparse_tflops=sparse,
         source=_text(entry, "source", where),
     )
 

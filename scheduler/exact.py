@@ -35,7 +35,7 @@ def job_gpu_costs(data: PlanInput, catalogue: Catalogue, policy: PricingPolicy |
     pricer = Pricer(catalogue, policy)
     costs: dict[str, dict[str, float]] = {}
     for job in data.jobs:
-        work = job.hours * pricer.baseline_tflops(job.precision)
+        work = pricer.work(job.precision, job.hours)
         row = {}
         for gpu in data.gpus:
             gen = catalogue.get(gpu.generation)
@@ -47,7 +47,7 @@ def job_gpu_costs(data: PlanInput, catalogue: Catalogue, policy: PricingPolicy |
             cond = GpuCondition(
                 gpu.id, gpu.generation, site.pue, site.tariff_per_kwh, gpu.power_w, gpu.temp_c
             )
-            row[gpu.id] = float(work * pricer.unit_cost(cond, job.precision))
+            row[gpu.id] = float(work * pricer.unit_cost(cond, job.precision, job.memory_bound))
         costs[job.id] = row
     return costs
 

@@ -8,7 +8,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from scheduler.catalogue import PRECISIONS, Catalogue
-from scheduler.pricing import MAX_POWER_W, MAX_PUE, MIN_PUE
+from scheduler.pricing import COMPUTE_BOUND, MAX_MEMORY_BOUND, MAX_POWER_W, MAX_PUE, MIN_PUE
 
 MAX_ID_CHARS = 128
 MAX_NUMBER_CHARS = 64  # a decimal string longer than this is not a price or a duration
@@ -57,6 +57,7 @@ class Job:
     priority: int
     min_memory_gb: Decimal = Decimal(0)
     single_node: bool = False
+    memory_bound: Decimal = COMPUTE_BOUND  # fraction of baseline runtime bound by bandwidth
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +217,9 @@ def _job(entry: Any, index: int) -> Job:
         priority=_int(entry, "priority", where, -MAX_PRIORITY, MAX_PRIORITY),
         min_memory_gb=_number(entry, "min_memory_gb", where, Decimal(0), MAX_MEMORY_GB, 0),
         single_node=_bool(entry, "single_node", where, False),
+        memory_bound=_number(
+            entry, "memory_bound", where, COMPUTE_BOUND, MAX_MEMORY_BOUND, COMPUTE_BOUND
+        ),
     )
 
 

@@ -10,6 +10,7 @@ from scheduler.catalogue import PRECISIONS, Catalogue
 GPUS_PER_NODE = 8
 SITE_PUES = ("1.10", "1.25", "1.40", "1.58")
 SITE_TARIFFS = ("0.08", "0.11", "0.14", "0.19")
+MEMORY_BOUND = ("0", "0", "0", "0.25", "0.5", "1")  # half the jobs declare a fraction
 
 
 def synthetic_plan_input(
@@ -72,6 +73,7 @@ def synthetic_plan_input(
                 "priority": rng.randrange(0, 10),
                 "min_memory_gb": rng.choice([0, 0, 0, 40, 80]),
                 "single_node": size > 1 and rng.random() < 0.5,
+                "memory_bound": rng.choice(MEMORY_BOUND),
             }
         )
     return {

@@ -13,8 +13,8 @@ decide *where*, to lower the total attributed energy cost of the admitted work:
    advantage, so jobs rank pools differently. Bounded by MAX_PAIR_CHECKS.
 4. Move again (a swap can open a cheaper free option).
 
-Swap costs are integers scaled from the Decimal pricing factors: they only rank; every
-price in the plan is computed afterwards by `scheduler.pricing`.
+Swap costs are integers scaled from the pricer's Decimal rates (`Pricer.rate`): they only
+rank; every price in the plan is computed afterwards by `scheduler.pricing`.
 """
 
 from __future__ import annotations
@@ -67,17 +67,17 @@ class _Slot:
 
 def _rates(job: Job, pools: list[Pool], pricer: Pricer, cache: dict) -> dict[tuple[str, str], int]:
     """Scaled cost rate of this job on each pool it may use (absent: not allowed)."""
-    key = (job.precision, job.min_memory_gb)
-    factors = cache.get(key)
-    if factors is None:
-        factors = cache[key] = [
-            (pool.key, int(pool.factor(job.precision) * FACTOR_SCALE))
+    key = (job.precision, job.min_memory_gb, job.memory_bound)
+    rates = cache.get(key)
+    if rates is None:
+        rates = cache[key] = [
+            (pool.key, int(pool.rate(job) * FACTOR_SCALE))
             for pool in pools
             if pool.generation.supports(job.precision)
             and pool.generation.memory_gb >= job.min_memory_gb
         ]
-    work = int(job.hours * pricer.baseline_tflops(job.precision) * WORK_SCALE)
-    return {pool_key: work * factor for pool_key, factor in factors}
+    work = int(_work(job, pricer) * WORK_SCALE)
+    return {pool_key: work * rate for pool_key, rate in rates}
 
 
 Assigned = list[tuple[Job, Taken, Pool]]
@@ -98,14 +98,15 @@ def improve(assigned: Assigned, eligible: Eligible, pricer: Pricer) -> Assigned:
 
 
 def _work(job: Job, pricer: Pricer) -> Decimal:
-    return job.hours * pricer.baseline_tflops(job.precision)
+    return pricer.work(job.precision, job.hours)
 
 
 def _pool_costs(job: Job, eligible: Eligible, pricer: Pricer) -> list[Decimal]:
-    """The job's cost per unit of power key on each pool it may use, cheapest first."""
+    """The job's cost on each pool it may use at datasheet power, cheapest first."""
     work = _work(job, pricer) * job.gpus
     return sorted(
-        work * pool.generation.board_power_w * pool.factor(job.precision) for pool in eligible(job)
+        pricer.search_cost(work, pool.generation.board_power_w, pool.rate(job))
+        for pool in eligible(job)
     )
 
 

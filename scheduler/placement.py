@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from typing import NamedTuple
 
 from scheduler.catalogue import Catalogue
@@ -30,7 +30,6 @@ from scheduler.pools import Choice, FreeGpu, Pool, best_choice
 from scheduler.pricing import GpuCondition, PriceBreakdown, Pricer, PricingPolicy
 from scheduler.relocate import MAX_ROOM_TRIES, Budget, make_room
 
-MW_PER_W = 1000
 WORK_KEY_SCALE = 1_000_000
 
 
@@ -102,14 +101,6 @@ class _State:
     refit_budget: Budget = field(default_factory=lambda: Budget(MAX_REFIT_PLACEMENTS))
 
 
-def _power_key(gpu: Gpu, pricer: Pricer) -> int:
-    power = (
-        pricer.catalogue.get(gpu.generation).board_power_w if gpu.power_w is None else gpu.power_w
-    )
-    milliwatts = power * pricer.derating(gpu.temp_c) * MW_PER_W
-    return int(milliwatts.to_integral_value(rounding=ROUND_HALF_EVEN))
-
-
 def _build(data: PlanInput, pricer: Pricer) -> _State:
     pools: dict[tuple[str, str], Pool] = {}
     node_sizes: dict[tuple[str, str, str], int] = {}
@@ -124,12 +115,14 @@ def _build(data: PlanInput, pricer: Pricer) -> _State:
         pool = pools.get(pkey)
         if pool is None:
             gen = pricer.catalogue.get(gpu.generation)
-            pool = pools[pkey] = Pool(gpu.site, gen, site.pue, site.tariff_per_kwh, sizes=sizes)
+            pool = pools[pkey] = Pool(
+                gpu.site, gen, site.pue, site.tariff_per_kwh, pricer, sizes=sizes
+            )
         pool.attested_total += 1
         nkey = (gpu.site, gpu.generation, gpu.node)
         node_sizes[nkey] = node_sizes.get(nkey, 0) + 1
         pool.largest_node = max(pool.largest_node, node_sizes[nkey])
-        keys[gpu.id] = _power_key(gpu, pricer)
+        keys[gpu.id] = pricer.power_key(gpu.generation, gpu.power_w, gpu.temp_c)
         if gpu.free:
             free_by_pool.setdefault(pkey, []).append(FreeGpu(keys[gpu.id], gpu.id, gpu.node))
     for pkey, gpus in free_by_pool.items():
@@ -284,13 +277,15 @@ def _capacity_reason(job: Job) -> str:
 
 def job_order(job: Job, pricer: Pricer) -> tuple:
     """Priority first; then per-GPU work, largest first; then id."""
-    return (-job.priority, -job.hours * pricer.baseline_tflops(job.precision), job.id)
+    return (-job.priority, -pricer.work(job.precision, job.hours), job.id)
 
 
 def _admission_order(jobs: tuple[Job, ...], pricer: Pricer) -> list[Job]:
-    """job_order, with the work as an integer (micro-TFLOPS·h): integer keys sort faster."""
-    reference = {p: pricer.baseline_tflops(p) * WORK_KEY_SCALE for p in {j.precision for j in jobs}}
-    return sorted(jobs, key=lambda j: (-j.priority, -int(j.hours * reference[j.precision]), j.id))
+    """job_order, with the work as an integer (micro-TFLOPS·h): integer keys sort faster.
+    Work is linear in hours, so the pricer's work of one scaled hour is computed once per
+    precision."""
+    per_hour = {p: pricer.work(p, Decimal(WORK_KEY_SCALE)) for p in {j.precision for j in jobs}}
+    return sorted(jobs, key=lambda j: (-j.priority, -int(j.hours * per_hour[j.precision]), j.id))
 
 
 def plan(data: PlanInput, catalogue: Catalogue, policy: PricingPolicy | None = None) -> Plan:
@@ -320,6 +315,6 @@ def _priced(job, taken, pool: Pool, state: _State, pricer: Pricer, data: PlanInp
         GpuCondition(g.id, g.generation, site.pue, site.tariff_per_kwh, g.power_w, g.temp_c)
         for g in gpus
     ]
-    price = pricer.price(job.precision, job.gpus, job.hours, conditions)
+    price = pricer.price(job.precision, job.gpus, job.hours, conditions, job.memory_bound)
     nodes = tuple(sorted({g.node for g in gpus}))
     return Placement(job.id, tuple(g.id for g in gpus), pool.site, pool.generation.id, nodes, price)

@@ -20,6 +20,7 @@ from decimal import Decimal
 
 from scheduler.catalogue import Generation
 from scheduler.fleet import Job
+from scheduler.pricing import Pricer
 
 HEAP_SLACK = 4  # a size heap is compacted when it holds this many entries per node
 
@@ -44,6 +45,7 @@ class Pool:
     generation: Generation
     pue: Decimal
     tariff_per_kwh: Decimal
+    pricer: Pricer
     free: list[tuple[int, str, str]] = field(default_factory=list)  # (power_key, gpu, node)
     nodes: dict[str, NodeFree] = field(default_factory=dict)
     heaps: dict[int, list[tuple[int, str, int]]] = field(default_factory=dict)
@@ -51,19 +53,24 @@ class Pool:
     largest_node: int = 0  # most attested GPUs on one node of this pool
     leased: int = 0  # attested GPUs held by live, preemptible leases
     sizes: frozenset[int] = frozenset()  # single-node job sizes in the queue: heaps kept
-    factors: dict[str, Decimal] = field(default_factory=dict)
+    rates: dict[str | tuple[str, Decimal], Decimal] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.site, self.generation.id)
 
-    def factor(self, precision: str) -> Decimal:
-        """Money per (mW of power key x TFLOPS·h of per-GPU work), up to a constant."""
-        factor = self.factors.get(precision)
-        if factor is None:
-            factor = self.pue * self.tariff_per_kwh / self.generation.dense_tflops[precision]
-            self.factors[precision] = factor
-        return factor
+    def rate(self, job: Job) -> Decimal:
+        """The pricer's rate for the job's work on this pool (`Pricer.rate`), cached per
+        (precision, memory-bound fraction)."""
+        # The hot path (every candidate pool of every placement) keys compute-bound jobs by
+        # precision alone: hashing a Decimal per call costs more than the lookup.
+        key = (job.precision, job.memory_bound) if job.memory_bound else job.precision
+        rate = self.rates.get(key)
+        if rate is None:
+            rate = self.rates[key] = self.pricer.rate(
+                self.generation, job.precision, self.pue, self.tariff_per_kwh, job.memory_bound
+            )
+        return rate
 
     def add(self, gpus: list[FreeGpu]) -> None:
         """Make GPUs free (at start, or when a preempted lease ends)."""
@@ -145,7 +152,7 @@ class Pool:
 class Choice:
     pool: Pool
     node: str | None  # None: the pool's cheapest GPUs, on any nodes
-    cost: Decimal  # ranking only: power keys x the pool's factor at the job's precision
+    cost: Decimal  # ranking only: power keys x the pool's rate for the job
 
     def take(self, count: int) -> list[tuple[int, str, str]]:
         if self.node is None:
@@ -167,7 +174,7 @@ def best_choice(pools: list[Pool], job: Job) -> Choice | None:
             total, node = found
         else:
             total, node = pool.cheapest_sum(count), None
-        cost = total * pool.factor(job.precision)
+        cost = total * pool.rate(job)
         if best is None or cost < best.cost:  # pools are visited in key order: ties stable
             best = Choice(pool, node, cost)
     return best

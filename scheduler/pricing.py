@@ -6,18 +6,34 @@ generation at the job's precision. The work is therefore
     work [TFLOPS·h] = gpus x hours x baseline dense TFLOPS(precision)
 
 and a faster generation needs proportionally fewer GPU-hours for it. When the baseline has
-no figure at a precision (a V100 has no BF16, TF32 or FP8 tensor path), the baseline's
-REFERENCE_PRECISION (FP16 tensor) figure stands in: "hours of V100 tensor work".
+no figure at a precision (a V100 has no BF16, TF32, FP8 or INT8 tensor path), the
+baseline's REFERENCE_PRECISION (FP16 tensor) figure stands in: "hours of V100 tensor work";
+for FP64_TENSOR its FP64 (vector) figure does (BASELINE_STAND_INS): "hours of V100 FP64
+work", the path a V100 runs a DGEMM on.
+
+Runtime. A job may declare `memory_bound` (f, default 0: compute-bound), the fraction of
+its baseline runtime that is limited by memory bandwidth rather than by math. That part
+speeds up with the bandwidth ratio, the rest with the throughput ratio at the precision:
+
+    runtime on G [h] = hours x ((1 - f) x TFLOPS_base(p) / TFLOPS_G(p) + f x BW_base / BW_G)
+
+so the generation's effective throughput for the job is
+
+    TFLOPS_eff(G, p, f) = TFLOPS_base(p) / ((1 - f) x TFLOPS_base(p) / TFLOPS_G(p)
+                                            + f x BW_base / BW_G)
+
+which is the dense datasheet peak for f = 0 (docs/scheduler.md has a worked example).
 
 Energy attributed to a GPU that does a share of the work is
 
     energy [kWh] = share [TFLOPS·h] x W/TFLOPS(generation, precision) x derating / 1000
 
-where W/TFLOPS uses the measured power draw when telemetry has one (datasheet board power
-otherwise) and `derating` raises it when the GPU runs hotter than the threshold. The site's
-PUE turns GPU energy into facility energy, and the tariff turns that into money. The
-coefficient (baseline W/TFLOPS / this W/TFLOPS) is what the seed calls the attribution
-weight: the factor by which this GPU needs less energy than the baseline for the same work.
+where W/TFLOPS is power / TFLOPS_eff, with the measured power draw when telemetry has one
+(datasheet board power otherwise), and `derating` raises it when the GPU runs hotter than
+the threshold. The site's PUE turns GPU energy into facility energy, and the tariff turns
+that into money. The coefficient (baseline W/TFLOPS / this W/TFLOPS) is what the seed
+calls the attribution weight: the factor by which this GPU needs less energy than the
+baseline for the same work.
 """
 
 from __future__ import annotations
@@ -28,6 +44,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from scheduler.catalogue import Catalogue, CatalogueError, Generation
 
 REFERENCE_PRECISION = "FP16"
+BASELINE_STAND_INS = {"FP64_TENSOR": "FP64"}  # precision -> the baseline's figure used first
 TEMP_DERATE_THRESHOLD_C = Decimal("80")  # °C: above this, efficiency is derated
 DERATE_PER_DEGREE = Decimal("0.01")  # fraction added to W/TFLOPS per °C above threshold
 MAX_DERATING = Decimal("1.5")  # a sensor stuck at 150 °C must not price a GPU at 8x
@@ -36,9 +53,12 @@ ENERGY_QUANTUM_KWH = Decimal("0.000001")  # displayed energy: 1 mWh
 RATE_QUANTUM = Decimal("0.0001")  # displayed coefficients, derating, W/TFLOPS
 MJ_PER_KWH = 3_600_000_000
 WH_PER_KWH = Decimal(1000)
+MW_PER_W = 1000  # the search ranks GPUs by attributed power in integer milliwatts
 MAX_POWER_W = Decimal(5000)  # a measured draw above this is a broken sensor, not a GPU
 MIN_PUE = Decimal(1)
 MAX_PUE = Decimal(5)
+COMPUTE_BOUND = Decimal(0)  # memory_bound fraction of a job that declares none
+MAX_MEMORY_BOUND = Decimal(1)
 
 
 class PricingError(ValueError):
@@ -103,13 +123,18 @@ class PriceBreakdown:
     tariff_per_kwh: Decimal  # effective: total / facility energy
     total: Decimal
     lines: tuple[GpuLine, ...] = field(default=())
+    memory_bound: Decimal = COMPUTE_BOUND  # the job's declared fraction (runtime model)
 
     def as_dict(self) -> dict[str, object]:
+        """JSON-ready; `memory_bound` appears only when the job declared one, so a
+        compute-bound price reads exactly as it did before the runtime model had it."""
         out: dict[str, object] = {
             k: (v if isinstance(v, int) else str(v))
             for k, v in self.__dict__.items()
-            if k != "lines"
+            if k not in ("lines", "memory_bound")
         }
+        if self.memory_bound:
+            out["memory_bound"] = str(self.memory_bound)
         out["lines"] = [line.as_dict() for line in self.lines]
         return out
 
@@ -133,10 +158,10 @@ class Pricer:
         self._reference: dict[str, tuple[Decimal, Decimal]] = {}  # precision -> (TFLOPS, W/TF)
 
     def _baseline_precision(self, precision: str) -> str:
-        if self.baseline.supports(precision):
-            return precision
-        if self.baseline.supports(REFERENCE_PRECISION):
-            return REFERENCE_PRECISION
+        stand_in = BASELINE_STAND_INS.get(precision, REFERENCE_PRECISION)
+        for candidate in (precision, stand_in, REFERENCE_PRECISION):
+            if self.baseline.supports(candidate):
+                return candidate
         raise PricingError(
             f"baseline {self.baseline.id} has neither {precision} nor {REFERENCE_PRECISION}"
         )
@@ -175,6 +200,27 @@ class Pricer:
         gen = self.generation(generation_id, precision)
         return self.baseline_w_per_tflops(precision) / gen.watts_per_tflops(precision, power_w)
 
+    def throughput(
+        self, gen: Generation, precision: str, memory_bound: Decimal = COMPUTE_BOUND
+    ) -> Decimal:
+        """TFLOPS_eff: what `gen` delivers to a job at `precision` that spends the fraction
+        `memory_bound` of its baseline runtime waiting on memory (module docstring)."""
+        dense = gen.dense_tflops[precision]
+        if not memory_bound:
+            return dense  # compute-bound: the datasheet's dense peak, exactly
+        if not COMPUTE_BOUND <= memory_bound <= MAX_MEMORY_BOUND:
+            raise PricingError(f"memory_bound must be in [0, 1], got {memory_bound}")
+        base = self.baseline_tflops(precision)
+        bandwidth = self.baseline.memory_bandwidth_gbs / gen.memory_bandwidth_gbs
+        return base / ((1 - memory_bound) * base / dense + memory_bound * bandwidth)
+
+    def runtime_hours(
+        self, generation_id: str, precision: str, hours: Decimal, memory_bound: Decimal
+    ) -> Decimal:
+        """Wall-clock hours on one GPU of `generation_id` for `hours` baseline hours."""
+        gen = self.generation(generation_id, precision)
+        return self.work(precision, hours) / self.throughput(gen, precision, memory_bound)
+
     def derating(self, temp_c: Decimal | None) -> Decimal:
         """Multiplier (>= 1) on W/TFLOPS for a GPU running above the temperature threshold."""
         if temp_c is None or temp_c <= self.policy.temp_derate_threshold_c:
@@ -182,42 +228,94 @@ class Pricer:
         excess = temp_c - self.policy.temp_derate_threshold_c
         return min(Decimal(1) + excess * self.policy.derate_per_degree, self.policy.max_derating)
 
-    def effective_w_per_tflops(self, cond: GpuCondition, precision: str) -> Decimal:
+    def attributed_power_w(
+        self, gen: Generation, power_w: Decimal | None, temp_c: Decimal | None
+    ) -> Decimal:
+        """What a GPU is taken to draw: measured (else board) power x temperature derating."""
+        power = gen.board_power_w if power_w is None else power_w
+        return power * self.derating(temp_c)
+
+    def power_key(self, generation_id: str, power_w: Decimal | None, temp_c: Decimal | None) -> int:
+        """Attributed power in integer mW: within one pool (one PUE, tariff and datasheet)
+        the only thing that makes one GPU cheaper than another, at every precision."""
+        power = self.attributed_power_w(self.catalogue.get(generation_id), power_w, temp_c)
+        return int((power * MW_PER_W).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+    def work(self, precision: str, hours: Decimal) -> Decimal:
+        """Per-GPU work of a job of `hours` baseline hours (TFLOPS·h, module docstring)."""
+        return hours * self.baseline_tflops(precision)
+
+    def rate(
+        self,
+        gen: Generation,
+        precision: str,
+        pue: Decimal,
+        tariff_per_kwh: Decimal,
+        memory_bound: Decimal = COMPUTE_BOUND,
+    ) -> Decimal:
+        """The search's pool rate: money per (mW of power key x TFLOPS·h of per-GPU work),
+        up to the constant 1 / (MW_PER_W x WH_PER_KWH). energy x PUE x tariff, as `price`."""
+        return pue * tariff_per_kwh / self.throughput(gen, precision, memory_bound)
+
+    @staticmethod
+    def search_cost(work: Decimal, power: Decimal | int, rate: Decimal) -> Decimal:
+        """The search's ranking key for a GPU set: per-GPU work x summed power keys x the
+        pool's rate. Proportional to the priced cost (same constant for every option)."""
+        return work * power * rate
+
+    def w_per_tflops(
+        self, gen: Generation, precision: str, power_w: Decimal | None, memory_bound: Decimal
+    ) -> Decimal:
+        """Measured (else board) power per effective TFLOPS for the job."""
+        watts = gen.board_power_w if power_w is None else power_w
+        return watts / self.throughput(gen, precision, memory_bound)
+
+    def effective_w_per_tflops(
+        self, cond: GpuCondition, precision: str, memory_bound: Decimal = COMPUTE_BOUND
+    ) -> Decimal:
         """W/TFLOPS at the facility meter: measured or datasheet power, derated, x PUE."""
         gen = self.generation(cond.generation, precision)
-        wpt = gen.watts_per_tflops(precision, cond.power_w)
+        wpt = self.w_per_tflops(gen, precision, cond.power_w, memory_bound)
         return wpt * self.derating(cond.temp_c) * cond.pue
 
-    def unit_cost(self, cond: GpuCondition, precision: str) -> Decimal:
-        """Money per TFLOPS·h of work on this GPU (the placement policy's ranking key)."""
-        return self.effective_w_per_tflops(cond, precision) * cond.tariff_per_kwh / WH_PER_KWH
+    def unit_cost(
+        self, cond: GpuCondition, precision: str, memory_bound: Decimal = COMPUTE_BOUND
+    ) -> Decimal:
+        """Money per TFLOPS·h of work on this GPU (what the MILP reference minimises)."""
+        wpt = self.effective_w_per_tflops(cond, precision, memory_bound)
+        return wpt * cond.tariff_per_kwh / WH_PER_KWH
 
     def price(
-        self, precision: str, gpus: int, hours: Decimal, on: list[GpuCondition]
+        self,
+        precision: str,
+        gpus: int,
+        hours: Decimal,
+        on: list[GpuCondition],
+        memory_bound: Decimal = COMPUTE_BOUND,
     ) -> PriceBreakdown:
         """Price `gpus` x `hours` baseline GPU-hours of work at `precision`, spread evenly
-        over the GPUs in `on` (which must hold exactly `gpus` entries)."""
+        over the GPUs in `on` (which must hold exactly `gpus` entries), for a job that is
+        memory-bound for the fraction `memory_bound` of its baseline runtime."""
         if gpus < 1 or len(on) != gpus:
             raise PricingError(f"a job for {gpus} GPUs was offered {len(on)} GPUs")
         if hours < 0:
             raise PricingError(f"hours must not be negative, got {hours}")
         work = gpus * hours * self.baseline_tflops(precision)
         share = work / gpus
-        raw = [self._line(cond, precision, share) for cond in on]
-        return self._aggregate(precision, work, raw)
+        raw = [self._line(cond, precision, share, memory_bound) for cond in on]
+        return self._aggregate(precision, work, raw, memory_bound)
 
     def _line(
-        self, cond: GpuCondition, precision: str, share: Decimal
+        self, cond: GpuCondition, precision: str, share: Decimal, memory_bound: Decimal
     ) -> tuple[GpuLine, Decimal, Decimal, Decimal]:
         """The displayed line (rates to 4 places, energy to 1 mWh, cost to the money
         quantum) and the unrounded board, underated and facility energy behind it."""
         gen = self.generation(cond.generation, precision)
-        wpt = gen.watts_per_tflops(precision, cond.power_w)
+        wpt = self.w_per_tflops(gen, precision, cond.power_w, memory_bound)
         derating = self.derating(cond.temp_c)
         underated = share * wpt / WH_PER_KWH
         energy = underated * derating
         facility = energy * cond.pue
-        power = gen.board_power_w if cond.power_w is None else cond.power_w
         line = GpuLine(
             gpu=cond.gpu,
             generation=gen.id,
@@ -227,8 +325,10 @@ class Pricer:
             derating=_q(derating, RATE_QUANTUM),
             pue=cond.pue,
             tariff_per_kwh=cond.tariff_per_kwh,
-            gpu_hours=_q(share / gen.dense_tflops[precision], ENERGY_QUANTUM_KWH),
-            attributed_power_w=_q(power * derating, RATE_QUANTUM),
+            gpu_hours=_q(share / self.throughput(gen, precision, memory_bound), ENERGY_QUANTUM_KWH),
+            attributed_power_w=_q(
+                self.attributed_power_w(gen, cond.power_w, cond.temp_c), RATE_QUANTUM
+            ),
             energy_kwh=_q(energy, ENERGY_QUANTUM_KWH),
             facility_energy_kwh=_q(facility, ENERGY_QUANTUM_KWH),
             cost=_q(facility * cond.tariff_per_kwh, MONEY_QUANTUM),
@@ -236,7 +336,11 @@ class Pricer:
         return line, energy, underated, facility
 
     def _aggregate(
-        self, precision: str, work: Decimal, raw: list[tuple[GpuLine, Decimal, Decimal, Decimal]]
+        self,
+        precision: str,
+        work: Decimal,
+        raw: list[tuple[GpuLine, Decimal, Decimal, Decimal]],
+        memory_bound: Decimal,
     ) -> PriceBreakdown:
         base_wpt = self.baseline_w_per_tflops(precision)
         baseline_energy = work * base_wpt / WH_PER_KWH
@@ -263,4 +367,5 @@ class Pricer:
             tariff_per_kwh=ratio(total, facility),
             total=total,
             lines=tuple(r[0] for r in raw),
+            memory_bound=memory_bound,
         )

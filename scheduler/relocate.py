@@ -110,9 +110,9 @@ def _rehome(job: Job, pool: Pool, lifted: list[int], assigned: Assigned, eligibl
 
 
 def cost(job: Job, taken: Taken, pool: Pool, pricer: Pricer) -> Decimal:
-    """The energy-attributed cost of one placement, in the pricer's baseline units."""
-    work = job.hours * pricer.baseline_tflops(job.precision)
-    return work * sum(key for key, _, _ in taken) * pool.factor(job.precision)
+    """The energy-attributed cost of one placement, in the pricer's search units."""
+    power = sum(key for key, _, _ in taken)
+    return pricer.search_cost(pricer.work(job.precision, job.hours), power, pool.rate(job))
 
 
 def total_cost(placements: Iterable[tuple[Job, Taken, Pool]], pricer: Pricer) -> Decimal:

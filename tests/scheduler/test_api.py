@@ -16,6 +16,16 @@ def test_price_lease_prices_a_set_of_gpus():
     assert len(price.lines) == 2 and price.total > 0
 
 
+def test_price_lease_takes_a_memory_bound_fraction_and_new_generations():
+    conds = [GpuCondition("g0", "H200-SXM5-141GB", Decimal("1.2"), Decimal("0.1"))]
+    compute = price_lease("INT8", conds, Decimal(3))
+    memory = price_lease("INT8", conds, Decimal(3), memory_bound=Decimal("0.5"))
+    assert compute.lines[0].gpu_hours == Decimal("0.189499")  # 3 x 125 / 1978.9
+    # 3 x (0.5 x 125 / 1978.9 + 0.5 x 900 / 4800): H200 bandwidth, V100 FP16 as the unit
+    assert memory.lines[0].gpu_hours == Decimal("0.376000")
+    assert memory.total > compute.total
+
+
 def test_plan_then_settle_a_lease_that_drew_exactly_its_price_basis():
     result = plan_batch(plan_input(node("GPU-n", "A100-SXM4-80GB", 2), [job("j", gpus=2)]))
     (placement,) = result.placements

@@ -45,6 +45,23 @@ def test_plan_writes_placements_with_price_breakdowns(tmp_path):
     assert isinstance(price["energy_attributed_mj"], int)
 
 
+def test_plan_takes_the_new_precisions_and_a_memory_bound_fraction(tmp_path):
+    gpus = node("l", "L4", 1) + node("b", "B200-SXM-180GB", 1) + node("v", "V100-SXM2", 1)
+    jobs = [
+        job("int8", precision="INT8", hours=1, memory_bound="0.5"),
+        job("fp64", precision="FP64_TENSOR", hours=1),
+        job("dp", precision="FP64", hours=1),
+    ]
+    done = cli(tmp_path, plan_input(gpus, jobs))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    where = {p["job"]: p for p in result["placements"]}
+    assert where["int8"]["gpus"] == ["l-0"] and where["int8"]["price"]["memory_bound"] == "0.5"
+    assert where["fp64"]["gpus"] == ["b-0"]  # no FP64 tensor path on a V100 or an L4
+    assert where["dp"]["gpus"] == ["v-0"]  # the B200 is taken; L4 states no FP64 figure
+    assert "memory_bound" not in where["fp64"]["price"]
+
+
 def test_plan_prints_to_stdout_without_output(tmp_path):
     done = cli(tmp_path, plan_input(node("v", "V100-SXM2", 1), [job("j")]))
     assert done.returncode == 0 and json.loads(done.stdout)["placements"][0]["job"] == "j"
@@ -68,6 +85,10 @@ def test_plan_prints_to_stdout_without_output(tmp_path):
         ),
         (plan_input(node("n", "L40S", 1), [job("j", hours=-1)]), "jobs[0] 'j': 'hours' must be in"),
         (plan_input([gpu("g", "L40S", "n", site="mars")], []), "site 'mars' is not in 'sites'"),
+        (
+            plan_input(node("n", "L4", 1), [job("j", memory_bound="1.01")]),
+            "jobs[0] 'j': 'memory_bound' must be in [0, 1], got 1.01",
+        ),
     ],
 )
 def test_invalid_input_exits_1_naming_the_entry(tmp_path, raw, message):
@@ -141,7 +162,11 @@ jobs = st.fixed_dictionaries(
         "hours": st.integers(-3, 10_000) | st.text(max_size=4) | st.floats(),
         "priority": st.integers(-(10**7), 10**7),
     },
-    optional={"single_node": st.booleans() | st.integers(), "min_memory_gb": st.integers(-1, 99)},
+    optional={
+        "single_node": st.booleans() | st.integers(),
+        "min_memory_gb": st.integers(-1, 99),
+        "memory_bound": st.decimals(-1, 2) | st.text(max_size=3) | st.none(),
+    },
 )
 
 

@@ -44,6 +44,16 @@ def test_precision_the_baseline_lacks_uses_its_fp16_reference(catalogue):
     pricer = Pricer(catalogue)
     assert pricer.baseline_tflops("BF16") == catalogue.get("V100-SXM2").dense_tflops["FP16"]
     assert pricer.baseline_tflops("FP32") == D("15.7")
+    assert pricer.baseline_tflops("INT8") == D(125)
+
+
+def test_fp64_tensor_work_is_counted_in_baseline_fp64_hours(catalogue):
+    pricer = Pricer(catalogue)
+    assert pricer.baseline_tflops("FP64_TENSOR") == pricer.baseline_tflops("FP64") == D("7.8")
+    a100 = pricer.price("FP64_TENSOR", 1, D(10), [cond("A100-SXM4-80GB")])
+    assert a100.lines[0].gpu_hours == D(4)  # 10 x 7.8 / 19.5
+    with pytest.raises(PricingError, match="V100-SXM2 has no dense FP64_TENSOR"):
+        pricer.price("FP64_TENSOR", 1, D(1), [cond("V100-SXM2")])
 
 
 def test_faster_generation_needs_fewer_gpu_hours_for_the_same_work(catalogue):

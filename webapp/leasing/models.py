@@ -4,11 +4,13 @@ import uuid
 
 from django.db import models
 
+from scheduler.catalogue import PRECISIONS as CATALOGUE_PRECISIONS
 from webapp.fleet.models import GPU
 from webapp.leasing import states
 from webapp.tenancy.models import Tenant
 
-PRECISIONS = [(p, p) for p in ("FP32", "TF32", "BF16", "FP16", "FP8")]
+PRECISIONS = [(p, p) for p in CATALOGUE_PRECISIONS]  # the catalogue's list, one place
+PRECISION_MAX_CHARS = 12
 
 
 class Lease(models.Model):
@@ -18,7 +20,7 @@ class Lease(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="leases")
     state = models.CharField(max_length=10, choices=states.CHOICES, default=states.REQUESTED)
     gpu_count = models.PositiveSmallIntegerField()
-    precision = models.CharField(max_length=4, choices=PRECISIONS, default="FP16")
+    precision = models.CharField(max_length=PRECISION_MAX_CHARS, choices=PRECISIONS, default="FP16")
     hours = models.DecimalField(max_digits=8, decimal_places=2)
     priority = models.SmallIntegerField(default=0)
     single_node = models.BooleanField(default=True)
