@@ -45,24 +45,40 @@ def _layout(args: argparse.Namespace) -> Layout:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m chaincode_client.fabric_network")
-    parser.add_argument("--root", default=str(default_root()), help="the network's folder")
-    parser.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT)
-    parser.add_argument("--channel", default="wattlease")
+def _network_options(parser: argparse.ArgumentParser, after_command: bool) -> None:
+    """The options naming a network. Given after the command they must not reset what was
+    given before it, so there every default is SUPPRESS."""
+
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if after_command else value
+
+    parser.add_argument("--root", default=default(str(default_root())), help="its folder")
+    parser.add_argument("--base-port", type=int, default=default(DEFAULT_BASE_PORT))
+    parser.add_argument("--channel", default=default("wattlease"))
     parser.add_argument(
-        "--client-mtls", action="store_true", help="peers require client TLS certificates"
+        "--client-mtls",
+        action="store_true",
+        default=default(False),
+        help="peers require client TLS certificates",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    # the network's options go before or after the command: `--root X up` or `up --root X`
+    parser = argparse.ArgumentParser(prog="python -m chaincode_client.fabric_network")
+    _network_options(parser, after_command=False)
+    after = argparse.ArgumentParser(add_help=False)
+    _network_options(after, after_command=True)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="go install the pinned Fabric binaries (cached)")
-    sub.add_parser("up", help="bring the network up (idempotent)")
-    down = sub.add_parser("down", help="stop every process of the network")
+    sub.add_parser("up", parents=[after], help="bring the network up (idempotent)")
+    down = sub.add_parser("down", parents=[after], help="stop every process of the network")
     down.add_argument("--purge", action="store_true", help="also delete the network's folder")
-    sub.add_parser("status", help="processes, package ids, cached build")
-    logs = sub.add_parser("logs", help="the last lines of a node's log")
+    sub.add_parser("status", parents=[after], help="processes, package ids, cached build")
+    logs = sub.add_parser("logs", parents=[after], help="the last lines of a node's log")
     logs.add_argument("name", nargs="?")
     logs.add_argument("-n", "--lines", type=int, default=40)
-    env = sub.add_parser("env", help="FABRIC_* settings for an application")
+    env = sub.add_parser("env", parents=[after], help="FABRIC_* settings for an application")
     env.add_argument("org", choices=["Org1MSP", "Org2MSP"])
     args = parser.parse_args(argv)
     try:
