@@ -54,7 +54,7 @@ class LedgerEnv:
     close_ledger: Callable[[], None] = field(default=lambda: None)
 
 
-Factory = Callable[[pytest.FixtureRequest, Path], AbstractContextManager[LedgerEnv]]
+Factory = Callable[[Path, pytest.FixtureRequest], AbstractContextManager[LedgerEnv]]
 BACKENDS: dict[str, Factory] = {}
 MARKS: dict[str, pytest.MarkDecorator] = {}
 
@@ -104,7 +104,7 @@ def _embedded(tmp_path: Path, name: str, peer_processes: bool) -> Iterator[Ledge
 
 @backend("embedded")
 def embedded_backend(
-    request: pytest.FixtureRequest, tmp_path: Path
+    tmp_path: Path, request: pytest.FixtureRequest | None = None
 ) -> AbstractContextManager[LedgerEnv]:
     """Both orgs' peers in the engine's process, reading its in-memory state."""
     return _embedded(tmp_path, "embedded", peer_processes=False)
@@ -112,7 +112,7 @@ def embedded_backend(
 
 @backend("embedded-peer-processes")
 def embedded_peer_processes_backend(
-    request: pytest.FixtureRequest, tmp_path: Path
+    tmp_path: Path, request: pytest.FixtureRequest | None = None
 ) -> AbstractContextManager[LedgerEnv]:
     """Each org's peer in a process of its own, reading state from the SQLite file."""
     return _embedded(tmp_path, "embedded-peer-processes", peer_processes=True)
@@ -120,7 +120,7 @@ def embedded_peer_processes_backend(
 
 @backend("fabric", mark=pytest.mark.fabric)
 @contextmanager
-def fabric_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerEnv]:
+def fabric_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LedgerEnv]:
     """The session's real Fabric network; this test's own chaincode, so its state is empty.
     Time is the peers' wall clock (no StepClock): tests that step time have real-time twins."""
     from tests.fabric.network_fixture import client, new_chaincode, new_user_client
@@ -153,7 +153,7 @@ def fabric_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[L
 
 @pytest.fixture(params=[pytest.param(name, marks=MARKS.get(name, ())) for name in sorted(BACKENDS)])
 def ledger_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LedgerEnv]:
-    with BACKENDS[request.param](request, tmp_path) as env:
+    with BACKENDS[request.param](tmp_path, request) as env:
         yield env
 
 
