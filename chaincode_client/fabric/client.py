@@ -45,8 +45,9 @@ from chaincode_client.interface import (
 
 # Peer response statuses at or above this are errors (shim.ERRORTHRESHOLD in Fabric).
 PEER_ERROR_THRESHOLD = 400
-# Peers one block apart disagree for a few milliseconds: 5 more proposals over ~0.8 s.
-ENDORSE_DISAGREE_RETRIES = 5
+# Peers one block apart disagree for a few milliseconds (longer on a loaded machine):
+# 6 more proposals over ~1.6 s.
+ENDORSE_DISAGREE_RETRIES = 6
 ENDORSE_DISAGREE_BACKOFF_S = 0.025
 MAX_MESSAGE_BYTES = 100 * 1024 * 1024  # the peer's own default gRPC limit
 KEEPALIVE_TIME_MS = 60_000
@@ -158,8 +159,9 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
                 )
                 return signed, endorsed
             except grpc.RpcError as err:
-                if attempt == ENDORSE_DISAGREE_RETRIES or not peers_disagree(err):
-                    raise to_ledger_error("endorse", err) from None
+                own = self.identity.msp_id
+                if attempt == ENDORSE_DISAGREE_RETRIES or not peers_disagree(err, own):
+                    raise to_ledger_error("endorse", err, own) from None
                 time.sleep(ENDORSE_DISAGREE_BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable")
 

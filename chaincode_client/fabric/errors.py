@@ -159,14 +159,27 @@ def describe(
     return text
 
 
-def peers_disagree(err: grpc.RpcError) -> bool:
-    """The endorsing peers simulated different results (see PEERS_DISAGREE_MARKERS)."""
+def peers_disagree(err: grpc.RpcError, own_msp: str | None = None) -> bool:
+    """The endorsing peers simulated different results: the gateway said so (see
+    PEERS_DISAGREE_MARKERS), or only other organisations' peers refused. The gateway
+    endorses on its own organisation's peer first and stops there if that one refuses; so a
+    refusal from other organisations alone means the client's own peer accepted: typically
+    a block (the client's previous commit) that has reached its own peer and not yet theirs.
+    Nothing was ordered; a proposal a moment later normally agrees."""
     message = err.details() if hasattr(err, "details") else str(err)
-    text = " ".join([message or ""] + [d.message for d in peer_errors(err)]).lower()
-    return any(m in text for m in PEERS_DISAGREE_MARKERS)
+    details = peer_errors(err)
+    text = " ".join([message or ""] + [d.message for d in details]).lower()
+    if any(m in text for m in PEERS_DISAGREE_MARKERS):
+        return True
+    return bool(
+        own_msp
+        and details
+        and all(d.msp_id and d.msp_id != own_msp for d in details)
+        and "endorsements" in (message or "")
+    )
 
 
-def to_ledger_error(step: str, err: grpc.RpcError) -> LedgerError:
+def to_ledger_error(step: str, err: grpc.RpcError, own_msp: str | None = None) -> LedgerError:
     """The typed error for a failed gateway call. `step` is evaluate, endorse, submit,
     commit_status or events; the peers' messages are in the text and in `.peer_errors`."""
     code = err.code() if hasattr(err, "code") else None
@@ -182,9 +195,8 @@ def to_ledger_error(step: str, err: grpc.RpcError) -> LedgerError:
         # same business key is safe because the contract is idempotent.
         exc = LedgerUnavailable(text)
     elif any(
-        m in all_messages
-        for m in CHAINCODE_NOT_READY_MARKERS + PEER_UNREACHABLE_MARKERS + PEERS_DISAGREE_MARKERS
-    ):
+        m in all_messages for m in CHAINCODE_NOT_READY_MARKERS + PEER_UNREACHABLE_MARKERS
+    ) or peers_disagree(err, own_msp):
         exc = LedgerUnavailable(text)
     elif any(m in all_messages for m in CREATOR_REJECTED_MARKERS):
         exc = EndorsementError(text, reason=REASON_CREATOR)

@@ -205,3 +205,18 @@ def test_a_creator_the_channel_refuses_has_the_creator_reason(
     with pytest.raises(EndorsementError) as info:
         _client(failing_gateway, tmp_path).evaluate("GetLease", "{}")
     assert info.value.reason == "creator"
+
+
+OTHER_ORG_LAGS = (  # our own peer endorsed; the other organisation's had not seen our commit
+    grpc.StatusCode.ABORTED,
+    (("127.0.0.1:9051", "Org2MSP", "chaincode response 500, lease L1 does not exist"),),
+    "failed to collect enough transaction endorsements, see attached details for more info",
+)
+
+
+@pytest.mark.parametrize("failing_gateway", [OTHER_ORG_LAGS], indirect=True)
+def test_a_refusal_by_another_organisation_only_is_retryable(
+    failing_gateway: grpc.Channel, tmp_path: Path
+):
+    with pytest.raises(LedgerUnavailable, match="lease L1 does not exist"):
+        _client(failing_gateway, tmp_path).submit("EndLease", "{}")
