@@ -34,7 +34,7 @@ from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import NodeTpm
-from tests.ledger.helpers import attest, lease_request, register_node
+from tests.ledger.helpers import H100, attest, lease_request, register_node
 
 GPUS_PER_NODE = 64
 
@@ -54,7 +54,7 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
         gpus, att_of = [], {}
         for n in range(nodes):
             node_id = f"bench-n{n}"
-            inventory = [(f"GPU-{n}-{g}", "H100-SXM") for g in range(GPUS_PER_NODE)]
+            inventory = [(f"GPU-{n}-{g}", H100) for g in range(GPUS_PER_NODE)]
             register_node(client, node_tpm, node_id, 0, inventory, max_age_s=86_400)
             att_id = attest(client, node_tpm, node_id, 0)["attestation_id"]
             for uuid, _ in inventory:

@@ -1,5 +1,6 @@
 """The generation catalogue: datasheet facts per GPU generation, loaded from a versioned
-data file (`scheduler/data/catalogue-v1.json`) that an operator can extend.
+data file (`ledger/data/catalogue-v1.json`, ledger data the contract checks lease terms
+against) that an operator can extend.
 
 Every figure is a Decimal so the pricing arithmetic never touches binary floating point.
 Dense and sparse peaks are kept apart; only dense figures are used for pricing.
@@ -15,7 +16,7 @@ from typing import Any
 
 SCHEMA = "wattlease.catalogue/1"
 PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8")
-DEFAULT_PATH = Path(__file__).parent / "data" / "catalogue-v1.json"
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "ledger" / "data" / "catalogue-v1.json"
 MAX_CATALOGUE_BYTES = 1 << 20
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from ledger.money import MJ_PER_KWH
 from scheduler.catalogue import Catalogue, CatalogueError, Generation
 
 REFERENCE_PRECISION = "FP16"
@@ -34,7 +35,6 @@ MAX_DERATING = Decimal("1.5")  # a sensor stuck at 150 °C must not price a GPU 
 MONEY_QUANTUM = Decimal("0.000001")  # currency units; six places = the ledger's micro-units
 ENERGY_QUANTUM_KWH = Decimal("0.000001")  # displayed energy: 1 mWh
 RATE_QUANTUM = Decimal("0.0001")  # displayed coefficients, derating, W/TFLOPS
-MJ_PER_KWH = 3_600_000_000
 WH_PER_KWH = Decimal(1000)
 MAX_POWER_W = Decimal(5000)  # a measured draw above this is a broken sensor, not a GPU
 MIN_PUE = Decimal(1)
