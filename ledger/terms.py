@@ -45,6 +45,13 @@ class RateCard:
     sites: dict[str, dict[str, Any]]  # code -> {name, pue_milli, tariff_micro_per_kwh}
     generations: dict[str, GenerationFacts]
 
+    def site_code(self, name: str) -> str:
+        """The code of the site an operator named `name` (the web app's Site.name)."""
+        for code, site in self.sites.items():
+            if site["name"] == name:
+                return code
+        raise KeyError(f"site {name!r} is not in rate card {self.version}")
+
     def capacity_rate(self, generation: str, priority: int) -> int:
         premium = self.priority_premium_micro_per_gpu_hour if priority > 0 else 0
         return self.capacity_micro_per_gpu_hour[generation] + premium
