@@ -17,13 +17,12 @@ same bytes as a trace file's rows); the interval's digest is the SHA-256 of the 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN
 from typing import Any
 
-from ledger import money
+from ledger import money, readings
 from ledger.terms import RateCard
 from scheduler.catalogue import Catalogue
 from scheduler.pricing import PriceBreakdown
@@ -89,10 +88,8 @@ def measure(
 
 
 def telemetry_digest(samples: Iterable[TelemetrySample]) -> str:
-    digest = hashlib.sha256()
-    for sample in samples:
-        digest.update((",".join(str(v) for v in sample.canonical()) + "\n").encode("ascii"))
-    return digest.hexdigest()
+    """One GPU's digest (ledger.readings), over its samples in time order."""
+    return readings.gpu_digest(readings.row_text(s.canonical()) for s in samples)
 
 
 def lease_terms(
@@ -180,8 +177,7 @@ class IntervalSettlement:
 
 
 def interval_digest(gpus: Iterable[GpuMeasurement]) -> str:
-    lines = "".join(f"{g.gpu}:{g.telemetry_sha256}\n" for g in sorted(gpus, key=lambda g: g.gpu))
-    return hashlib.sha256(lines.encode()).hexdigest()
+    return readings.combine({g.gpu: g.telemetry_sha256 for g in gpus})
 
 
 def settle(
