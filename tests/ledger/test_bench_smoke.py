@@ -24,3 +24,17 @@ def test_ledger_bench_commits_every_lease_through_peer_processes():
     assert (result["committed"], result["failed"]) == (130, 0), result
     assert result["peer_processes"] and result["worker_processes_cpu_us_per_tx"] > 0
     assert result["blocks"] < 130  # transactions in flight share blocks
+
+
+def test_ledger_bench_settles_one_line_per_lease():
+    load = ["--leases", "70", "--in-flight", "8", "--fn", "settle"]
+    run = subprocess.run(
+        [sys.executable, "bench/ledger_bench.py", *load],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads(run.stdout)
+    assert (result["function"], result["committed"], result["failed"]) == ("Settle", 70, 0)
