@@ -9,7 +9,7 @@ from typing import Any
 
 from chaincode_client.interface import LedgerClient
 from ledger import money
-from ledger.terms import load_rate_card
+from ledger.terms import DEPLOYED as RATE_CARD
 
 DEFAULT_MAX_AGE_S = 600
 H100, A100 = "H100-SXM5-80GB", "A100-SXM4-80GB"  # catalogue ids the rate card prices
@@ -78,7 +78,7 @@ def lease_terms(
     **overrides: Any,
 ) -> dict[str, Any]:
     """Terms the deployed rate card accepts for `gpus` of `generation` at SITE."""
-    card = load_rate_card()
+    card = RATE_CARD
     facts, site_terms = card.generations[generation], card.sites[SITE]
     terms = {
         "generation": generation,
