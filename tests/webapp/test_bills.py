@@ -74,3 +74,15 @@ def test_dashboard_cost_is_the_sum_of_bill_lines(owner, outsider, fleet):
         assert row["billed_micro"] == sum(line["total_micro"] for line in bill["lines"]) > 0
     (row,) = [c for c in cost_by_tenant() if c["tenant"] == owner.tenant.name]
     assert row["priced_micro"] == Lease.objects.get(tenant=owner.tenant).price_total_micro
+
+
+def test_readings_of_a_line_are_served_to_its_tenant_only(owner, outsider, fleet):
+    lease = billed_lease(owner, fleet.gpus[:1], watts=300)
+    link = owner.client.get("/api/bills/").json()["lines"][0]["evidence"]["readings"]
+    assert link == f"/api/leases/{lease.pk}/readings/?seq=0"
+    mine = owner.client.get(link)
+    assert mine.status_code == 200 and mine["Content-Type"] == "text/csv"
+    assert outsider.client.get(link).status_code == 404
+    assert owner.client.get(f"/api/leases/{lease.pk}/readings/?seq=7").status_code == 404
+    bad = owner.client.get(f"/api/leases/{lease.pk}/readings/?seq=x")
+    assert bad.status_code == 400 and "seq" in bad.json()

@@ -168,9 +168,8 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     import time
 
     from ledger.engine import EmbeddedLedger
-    from ledger.readings import row_text
     from scheduler.telemetry.sample import TelemetrySample as Sample
-    from webapp.fleet.telemetry import record_samples, samples_between
+    from webapp.fleet.telemetry import record_samples
 
     ak = enrol(agent, api)
     set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
@@ -221,8 +220,10 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     (receipts / f"{lease.ledger_id}.json").write_text(receipt.content.decode())
     (readings / str(lease.ledger_id)).mkdir(parents=True)
     for line, gpus in zip(bill["lines"], (before, after), strict=True):
-        rows = samples_between(gpus, line["interval"]["start_ms"], line["interval"]["end_ms"])
-        text = "".join(row_text(s.canonical()) + "\n" for s in rows)
+        served = owner.client.get(line["evidence"]["readings"])  # the tenant's own readings
+        assert served.status_code == 200 and served["Content-Type"] == "text/csv"
+        text = served.content.decode()
+        assert {row.split(",")[1] for row in text.splitlines()} == {g.uuid for g in gpus}
         (readings / str(lease.ledger_id) / f"{line['seq']}.csv").write_text(text)
     roots = _roots(settings.LEDGER_PATH)
 

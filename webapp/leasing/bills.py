@@ -10,6 +10,9 @@ from typing import Any
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
 
+from ledger.readings import row_text
+from webapp.fleet.models import GPU
+from webapp.fleet.telemetry import samples_between
 from webapp.leasing.models import Settlement
 
 MONTH_RE = re.compile(r"(\d{4})-(0[1-9]|1[0-2])")
@@ -65,6 +68,7 @@ def line(s: Settlement) -> dict[str, Any]:
             "block": s.ledger_block,
             "validation_code": s.validation_code or None,
             "receipt": reverse("lease-receipt", args=[s.lease_id]),
+            "readings": reverse("lease-readings", args=[s.lease_id]) + f"?seq={s.seq}",
         },
     }
 
@@ -79,6 +83,13 @@ def bill(lines: QuerySet, month: str | None = None) -> dict[str, Any]:
         "total_micro": sum(i["total_micro"] for i in items),
         "lines": items,
     }
+
+
+def readings_csv(s: Settlement) -> str:
+    """The readings behind a line, as the canonical rows its telemetry digest covers."""
+    gpus = GPU.objects.filter(uuid__in=s.gpus)
+    samples = samples_between(list(gpus), s.start_ms, s.end_ms)
+    return "".join(row_text(sample.canonical()) + "\n" for sample in samples)
 
 
 def totals_by_tenant() -> dict[str, int]:

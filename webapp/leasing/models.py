@@ -76,6 +76,7 @@ class Settlement(models.Model):
     settlement_micro = models.BigIntegerField(help_text="measured - priced energy")
     total_micro = models.BigIntegerField(help_text="capacity + measured energy")
     telemetry_digest = models.CharField(max_length=64)
+    gpus = models.JSONField(default=list, help_text="the GPU uuids the line measured")
     created = models.DateTimeField(auto_now_add=True)
     ledger_tx = models.CharField(max_length=100, blank=True)
     ledger_block = models.BigIntegerField(null=True, blank=True)

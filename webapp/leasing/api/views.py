@@ -3,10 +3,11 @@ from __future__ import annotations
 import sqlite3
 
 from django.conf import settings
+from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from ledger.receipt import export_receipt
@@ -96,6 +97,23 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
                 status=status.HTTP_409_CONFLICT,
             )
         return Response(receipt)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("seq", int, description="the bill line's number")],
+        responses={(200, "text/csv"): str},
+    )
+    @action(detail=True, methods=["get"])
+    def readings(self, request, pk=None):
+        """The energy-counter readings behind one bill line: re-hashed, they give the
+        telemetry digest on the ledger (`python -m ledger audit-bill --readings`)."""
+        lease = self.get_object()
+        seq = request.query_params.get("seq", "")
+        if not seq.isdigit():
+            raise ValidationError({"seq": f"must be a bill line number, got {seq!r}"})
+        line = lease.settlements.filter(seq=int(seq)).first()
+        if line is None:
+            raise NotFound(f"lease {lease.pk} has no bill line {seq}")
+        return HttpResponse(bills.readings_csv(line), content_type="text/csv")
 
 
 class BillViewSet(viewsets.ViewSet):

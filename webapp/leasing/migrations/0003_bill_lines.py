@@ -78,6 +78,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name="settlement",
+            name="gpus",
+            field=models.JSONField(default=list, help_text="the GPU uuids the line measured"),
+        ),
+        migrations.AddField(
+            model_name="settlement",
             name="ledger_block",
             field=models.BigIntegerField(blank=True, null=True),
         ),
