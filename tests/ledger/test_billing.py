@@ -229,3 +229,19 @@ def test_terms_the_rate_card_does_not_allow_are_refused(billing, overrides, rule
     }
     with pytest.raises(EndorsementError, match=rf"\[{rule}\]"):
         client.submit("CreateLease", js(request))
+
+
+def test_a_move_cannot_reprice_what_is_already_billed(running, billing):
+    client, _, at = running
+    _, att = billing
+    request = {
+        "lease_id": "F",
+        "gpus": [A100_GPUS[0]],
+        "attestation_ids": [att],
+        "terms": lease_terms([A100_GPUS[0]], generation=A100, start_ms=at - 1),
+    }
+    with pytest.raises(EndorsementError, match=r"\[terms.start\] the move at"):
+        client.submit("MigrateLease", js(request))
+    request["terms"]["start_ms"] = at
+    moved = json.loads(client.submit("MigrateLease", js(request)).payload)
+    assert moved["migrations"][0]["until_ms"] == at and moved["terms"]["generation"] == A100
