@@ -67,7 +67,10 @@ def terms_for(lease: dict[str, Any], start_ms: int, end_ms: int) -> dict[str, An
 def check_sequence(lease: dict[str, Any], req: dict[str, Any], now_ns: int) -> None:
     """The interval continues the lease's bill: next in sequence, no gap or overlap, within
     the lease's active time, not after the final line."""
-    bill, where = lease["billing"], f"lease {lease['lease_id']}"
+    where = f"lease {lease['lease_id']}"
+    if "billing" not in lease or "terms" not in lease:
+        raise ContractError(f"[settle.terms] {where} was recorded without terms (before bills)")
+    bill = lease["billing"]
     if bill["final"]:
         raise ContractError(f"[settle.after-final] {where} was settled to its end already")
     if req["interval_seq"] != bill["next_seq"]:

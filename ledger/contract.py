@@ -267,6 +267,8 @@ class WattleaseContract(Contract):
         asked_terms = lease_terms.parse_terms(req)
         stub = ctx.get_stub()
         lease = await rules.active_lease(ctx, args.identifier(req, "lease_id"))
+        if "terms" not in lease:
+            raise ContractError(f"[terms.start] lease {lease['lease_id']} has no terms to move")
         if (
             sorted(g["uuid"] for g in lease["gpus"]) == sorted(gpu_ids)
             and lease["migrations"]
