@@ -25,14 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from ledger.money import MJ_PER_KWH
+from ledger.money import MJ_PER_KWH, from_micro
 from scheduler.catalogue import Catalogue, CatalogueError, Generation
 
 REFERENCE_PRECISION = "FP16"
 TEMP_DERATE_THRESHOLD_C = Decimal("80")  # °C: above this, efficiency is derated
 DERATE_PER_DEGREE = Decimal("0.01")  # fraction added to W/TFLOPS per °C above threshold
 MAX_DERATING = Decimal("1.5")  # a sensor stuck at 150 °C must not price a GPU at 8x
-MONEY_QUANTUM = Decimal("0.000001")  # currency units; six places = the ledger's micro-units
+MONEY_QUANTUM = from_micro(1)  # currency units: one of the ledger's micro-units
 ENERGY_QUANTUM_KWH = Decimal("0.000001")  # displayed energy: 1 mWh
 RATE_QUANTUM = Decimal("0.0001")  # displayed coefficients, derating, W/TFLOPS
 WH_PER_KWH = Decimal(1000)
