@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from ledger import money
+from ledger.terms import DEPLOYED as RATE_CARD
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from webapp.fleet.models import Node
 from webapp.fleet.telemetry import record_samples
@@ -59,7 +60,13 @@ def test_higher_priority_preempts_and_the_preempted_lease_is_kept(fleet, tenant,
     plan = place_requested(actor=ACTOR)
     assert [p.lease for p in plan.preempted] == [str(low.pk)]
     assert Lease.objects.get(pk=low.pk).state == states.PREEMPTED
-    assert Lease.objects.get(pk=high.pk).state == states.PLACED
+    high = Lease.objects.get(pk=high.pk)
+    assert high.state == states.PLACED
+    # a priority is paid for: the premium on every GPU-hour the preempting lease holds
+    rate = RATE_CARD.capacity_micro_per_gpu_hour["A100-SXM4-80GB"]
+    premium = RATE_CARD.priority_premium_micro_per_gpu_hour
+    assert high.terms["capacity_micro_per_gpu_hour"] == rate + premium
+    assert Lease.objects.get(pk=low.pk).terms["capacity_micro_per_gpu_hour"] == rate
 
 
 def test_settlement_is_the_schedulers_line_from_the_terms_and_telemetry(
