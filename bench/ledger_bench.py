@@ -1,6 +1,8 @@
-"""Committed CreateLease transactions per second on the embedded ledger, 2-org endorsement.
+"""Committed CreateLease (or Settle) transactions per second on the embedded ledger, 2-org
+endorsement.
 
     python bench/ledger_bench.py --leases 12000 --threads 2 --in-flight 128 --peer-processes
+    python bench/ledger_bench.py --fn settle   # one bill line per lease, the contract's checks
 
 Sets up a real swtpm, registers nodes of 64 GPUs each, records one real quote per node, then
 client threads submit CreateLease for distinct GPUs (every one signed by the client, checked,
@@ -26,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -34,9 +37,18 @@ from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import NodeTpm
-from tests.ledger.helpers import attest, lease_request, register_node
+from tests.ledger.helpers import (
+    H100,
+    attest,
+    lease_request,
+    lease_terms,
+    now_ms,
+    register_node,
+    settle_request,
+)
 
 GPUS_PER_NODE = 64
+HOUR_MS = 3_600_000
 
 
 def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str], dict]:
@@ -54,7 +66,7 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
         gpus, att_of = [], {}
         for n in range(nodes):
             node_id = f"bench-n{n}"
-            inventory = [(f"GPU-{n}-{g}", "H100-SXM") for g in range(GPUS_PER_NODE)]
+            inventory = [(f"GPU-{n}-{g}", H100) for g in range(GPUS_PER_NODE)]
             register_node(client, node_tpm, node_id, 0, inventory, max_age_s=86_400)
             att_id = attest(client, node_tpm, node_id, 0)["attestation_id"]
             for uuid, _ in inventory:
@@ -68,23 +80,14 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
         tpm.stop()
 
 
-def run(args: argparse.Namespace, workdir: Path) -> dict:
-    ledger = EmbeddedLedger.open(
-        workdir / "ledger.sqlite",
-        block_size=args.block_size,
-        block_timeout_s=args.block_timeout,
-        validation_workers=args.validation_workers,
-        peer_processes=args.peer_processes,
-    )
-    print(f"setting up {args.leases} GPUs in {workdir} ...", file=sys.stderr)
-    gpus, att_of = setup(ledger, args.leases, workdir)
-    clients = [
-        EmbeddedClient(ledger, ledger.enroll("Org1MSP", f"c{i}")) for i in range(args.threads)
-    ]
-    for endorser in ledger.endorsers:
-        endorser.timings.update(dict.fromkeys(endorser.timings, 0.0))
-    for key in ledger.timings:
-        ledger.timings[key] = 0.0
+def submit_all(
+    args: argparse.Namespace,
+    clients: list[EmbeddedClient],
+    gpus: list[str],
+    make: Callable[[str], tuple[str, str]],
+) -> tuple[list[float], float, list[str]]:
+    """Submit make(uuid) for every GPU from the client threads, --in-flight outstanding each;
+    the sorted latencies, the wall time and the failures."""
     latencies: list[float] = []
     lock = threading.Lock()
     failures: list[str] = []
@@ -105,8 +108,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
         for uuid in gpus[index :: args.threads]:
             t0 = time.perf_counter()
             try:
-                request = lease_request(f"L-{uuid}", [uuid], [att_of[uuid]])
-                window.append((t0, clients[index].submit_async("CreateLease", request)))
+                fn, request = make(uuid)
+                window.append((t0, clients[index].submit_async(fn, request)))
             except Exception as exc:
                 failures.append(repr(exc))
             if len(window) >= args.in_flight:
@@ -116,14 +119,56 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
         with lock:
             latencies.extend(local)
 
-    print(f"submitting {len(gpus)} CreateLease from {args.threads} threads ...", file=sys.stderr)
+    print(f"submitting {len(gpus)} from {args.threads} threads ...", file=sys.stderr)
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(args.threads)]
-    start, cpu_start = time.perf_counter(), time.process_time()
+    start = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    elapsed = time.perf_counter() - start
+    return sorted(latencies), time.perf_counter() - start, failures
+
+
+def run(args: argparse.Namespace, workdir: Path) -> dict:
+    ledger = EmbeddedLedger.open(
+        workdir / "ledger.sqlite",
+        block_size=args.block_size,
+        block_timeout_s=args.block_timeout,
+        validation_workers=args.validation_workers,
+        peer_processes=args.peer_processes,
+    )
+    print(f"setting up {args.leases} GPUs in {workdir} ...", file=sys.stderr)
+    gpus, att_of = setup(ledger, args.leases, workdir)
+    clients = [
+        EmbeddedClient(ledger, ledger.enroll("Org1MSP", f"c{i}")) for i in range(args.threads)
+    ]
+    for endorser in ledger.endorsers:
+        endorser.timings.update(dict.fromkeys(endorser.timings, 0.0))
+    for key in ledger.timings:
+        ledger.timings[key] = 0.0
+    start_ms = now_ms() - 2 * HOUR_MS  # settled lines end an hour before the ledger's clock
+
+    def create(uuid: str) -> tuple[str, str]:
+        return "CreateLease", lease_request(f"L-{uuid}", [uuid], [att_of[uuid]], start_ms=start_ms)
+
+    def settle(uuid: str) -> tuple[str, str]:
+        terms = lease_terms([uuid], start_ms=start_ms)
+        end = start_ms + HOUR_MS
+        line = settle_request(f"L-{uuid}", 0, terms, start_ms, end, 300 * HOUR_MS, final=True)
+        return "Settle", json.dumps(line)
+
+    if args.fn == "settle":
+        print(f"creating {len(gpus)} leases to settle (not timed) ...", file=sys.stderr)
+        _, _, untimed_failures = submit_all(args, clients, gpus, create)
+        assert not untimed_failures, untimed_failures[0]
+        for endorser in ledger.endorsers:
+            endorser.timings.update(dict.fromkeys(endorser.timings, 0.0))
+        for key in ledger.timings:
+            ledger.timings[key] = 0.0
+    cpu_start = time.process_time()
+    latencies, elapsed, failures = submit_all(
+        args, clients, gpus, settle if args.fn == "settle" else create
+    )
     cpu = time.process_time() - cpu_start
     blocks = ledger.timings["blocks"]
     children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -132,12 +177,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
     worker_cpu = (children.ru_utime + children.ru_stime) - (
         children_before.ru_utime + children_before.ru_stime
     )
-    latencies.sort()
     export_start = time.perf_counter()
     receipt = export_receipt(workdir / "ledger.sqlite", f"L-{gpus[-1]}")
     export_ms = 1000 * (time.perf_counter() - export_start)
     assert verify_receipt(receipt) == [], "the receipt of a benchmark lease does not re-check"
     result = {
+        "function": "Settle" if args.fn == "settle" else "CreateLease",
         "committed": len(latencies),
         "failed": len(failures),
         "threads": args.threads,
@@ -176,6 +221,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--leases", type=int, default=12000)
+    parser.add_argument(
+        "--fn",
+        choices=("create", "settle"),
+        default="create",
+        help="time CreateLease (default), or Settle of one bill line per lease",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--in-flight", type=int, default=128, help="outstanding per thread")
     parser.add_argument("--block-size", type=int, default=250)

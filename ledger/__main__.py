@@ -1,4 +1,5 @@
-"""`python -m ledger verify --path DB` | `receipt --path DB --lease ID` | `verify-receipt FILE`"""
+"""`python -m ledger verify --path DB` | `receipt --path DB --lease ID` | `verify-receipt FILE`
+| `audit-bill BILL.json --receipts DIR --trust ROOTS.pem [--readings DIR]`"""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ledger.audit import verify_ledger
+from ledger.audit_bill import UnusableInput, audit_bill
 from ledger.receipt import export_receipt, load_receipt, verify_receipt
 
 
@@ -25,8 +27,15 @@ def main(argv: list[str] | None = None) -> int:
     receipt.add_argument("--out", type=Path, help="file to write (default: stdout)")
     check = sub.add_parser("verify-receipt", help="re-check a receipt offline")
     check.add_argument("file", type=Path)
+    bill = sub.add_parser("audit-bill", help="re-derive every line of a bill from receipts")
+    bill.add_argument("bill", type=Path, help="the bill (GET /api/bills/) as JSON")
+    bill.add_argument("--receipts", type=Path, required=True, help="DIR of <lease>.json")
+    bill.add_argument("--trust", type=Path, required=True, help="the channel's root CAs (PEM)")
+    bill.add_argument("--readings", type=Path, help="DIR of <lease>/<seq>.csv readings")
     ns = parser.parse_args(argv)
 
+    if ns.command == "audit-bill":
+        return _audit_bill(ns)
     if ns.command == "verify":
         print(f"auditing {ns.path} ...", file=sys.stderr)
         report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes)
@@ -56,6 +65,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"DEFECT {problem}")
     print("OK" if not problems else f"FAILED: {len(problems)} defects")
     return 0 if not problems else 1
+
+
+def _audit_bill(ns: argparse.Namespace) -> int:
+    """0: every line holds; 1: some line does not; 2: the inputs are unusable."""
+    try:
+        verdicts = audit_bill(ns.bill, ns.receipts, ns.trust, ns.readings)
+    except UnusableInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for verdict in verdicts:
+        print(verdict)
+    failed = sum(1 for v in verdicts if not v.ok)
+    print(f"{len(verdicts) - failed} of {len(verdicts)} lines hold")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

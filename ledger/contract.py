@@ -17,9 +17,10 @@ from fabric_chaincode_python.fabric_contract_api import (
     TransactionContext,
 )
 
-from ledger import attestation, money
+from ledger import attestation, billing
 from ledger import contract_args as args
 from ledger import contract_rules as rules
+from ledger import terms as lease_terms
 from ledger.contract_state import (
     ATTESTATION,
     CLOCK,
@@ -198,35 +199,37 @@ class WattleaseContract(Contract):
     # -- leases --------------------------------------------------------------------------
 
     async def CreateLease(self, ctx: TransactionContext, request: str) -> str:
-        """{lease_id, tenant, gpus: [uuid], price_terms: {name: int|str}, attestation_ids}"""
+        """{lease_id, tenant, gpus: [uuid], terms: {generation, precision, site, priority,
+        start_ms, planned_ms, pue_milli, tariff_micro_per_kwh, capacity_micro_per_gpu_hour,
+        attributed_power_mw: {uuid: mW}}, attestation_ids}; terms checked against the
+        rate card and catalogue (ledger.terms)."""
         req = args.load_object(request)
         lease_id, tenant = args.identifier(req, "lease_id"), args.identifier(req, "tenant")
-        gpu_ids, terms = args.id_list(req, "gpus"), args.price_terms(req)
+        gpu_ids, asked_terms = args.id_list(req, "gpus"), lease_terms.parse_terms(req)
         att_ids = args.id_list(req, "attestation_ids")
         stub = ctx.get_stub()
         existing = await get_json(stub, LEASE + lease_id)
         if existing is not None:
-            asked = {
-                "tenant": tenant,
-                "org": creator_msp(ctx),
-                "price_terms": terms,
-                "attestation_ids": att_ids,
-            }
+            asked = {"tenant": tenant, "org": creator_msp(ctx), "attestation_ids": att_ids}
             if (
                 _same(existing, asked)
                 and not existing["migrations"]
+                and _same(existing["terms"], asked_terms)
                 and sorted(g["uuid"] for g in existing["gpus"]) == sorted(gpu_ids)
             ):
                 return _out(existing)  # a retried submission: same answer, nothing written
             raise ContractError(f"lease {lease_id} already exists with other terms")
         now = tx_time_ns(stub)
         gpus = await rules.claimable(stub, gpu_ids, att_ids, now)
+        card = await lease_terms.rate_card(stub)
+        terms = lease_terms.check_terms(asked_terms, gpus, card, now // billing.NS_PER_MS)
         lease = {
             "lease_id": lease_id,
             "tenant": tenant,
             "org": creator_msp(ctx),
             "gpus": gpus,
-            "price_terms": terms,
+            "terms": terms,
+            "billing": {"next_seq": 0, "billed_until_ms": terms["start_ms"], "final": False},
             "attestation_ids": att_ids,
             "status": ACTIVE,
             "created_tx": stub.get_txid(),
@@ -257,12 +260,20 @@ class WattleaseContract(Contract):
         return _out(lease)
 
     async def MigrateLease(self, ctx: TransactionContext, request: str) -> str:
-        """{lease_id, gpus: [uuid], attestation_ids}: move to GPUs of another generation."""
+        """{lease_id, gpus: [uuid], attestation_ids, terms}: move to GPUs of another
+        generation; the terms (as CreateLease's) price the rest from terms.start_ms on."""
         req = args.load_object(request)
         gpu_ids, att_ids = args.id_list(req, "gpus"), args.id_list(req, "attestation_ids")
+        asked_terms = lease_terms.parse_terms(req)
         stub = ctx.get_stub()
         lease = await rules.active_lease(ctx, args.identifier(req, "lease_id"))
-        if sorted(g["uuid"] for g in lease["gpus"]) == sorted(gpu_ids) and lease["migrations"]:
+        if "terms" not in lease:
+            raise ContractError(f"[terms.start] lease {lease['lease_id']} has no terms to move")
+        if (
+            sorted(g["uuid"] for g in lease["gpus"]) == sorted(gpu_ids)
+            and lease["migrations"]
+            and _same(lease["terms"], asked_terms)
+        ):
             return _out(lease)  # already moved there: a retried submission, nothing written
         now = tx_time_ns(stub)
         gpus = await rules.claimable(stub, gpu_ids, att_ids, now)
@@ -273,60 +284,71 @@ class WattleaseContract(Contract):
                 f"migration must move to another generation; {same} are "
                 f"{sorted(old_generations)} like the lease's current GPUs"
             )
+        card = await lease_terms.rate_card(stub)
+        terms = lease_terms.check_terms(asked_terms, gpus, card, now // billing.NS_PER_MS)
+        floor = max(lease["billing"]["billed_until_ms"], lease["terms"]["start_ms"])
+        if terms["start_ms"] < floor:
+            raise ContractError(
+                f"[terms.start] the move at {terms['start_ms']} precedes what is already "
+                f"billed or priced (until {floor})"
+            )
         for gpu in lease["gpus"]:
             await stub.delete_state(GPU_LEASE + gpu["uuid"])
         await rules.claim(stub, lease["lease_id"], gpus)
         lease["migrations"].append(
-            {"from": lease["gpus"], "to": gpus, "tx_id": stub.get_txid(), "timestamp_ns": now}
+            {
+                "from": lease["gpus"],
+                "to": gpus,
+                "terms": lease["terms"],
+                "until_ms": terms["start_ms"],
+                "tx_id": stub.get_txid(),
+                "timestamp_ns": now,
+            }
         )
-        lease.update(gpus=gpus, attestation_ids=att_ids)
+        lease.update(gpus=gpus, attestation_ids=att_ids, terms=terms)
         await put_json(stub, LEASE + lease["lease_id"], lease)
         stub.set_event("LeaseMigrated", dumps({"lease_id": lease["lease_id"]}))
         return _out(lease)
 
     async def Settle(self, ctx: TransactionContext, request: str) -> str:
-        """{lease_id, interval_seq, attributed_mj, measured_mj, tariff_micro_per_kwh,
-        amount_micro, telemetry_digest (hex sha256)}. Idempotent by (lease_id, interval_seq)."""
-        req = args.load_object(request)
-        terms: dict[str, Any] = {
-            "lease_id": args.identifier(req, "lease_id"),
-            "interval_seq": args.integer(req, "interval_seq", 0, 10**SEQ_DIGITS - 1),
-            "attributed_mj": args.integer(req, "attributed_mj", 0, money.MAX_ENERGY_MJ),
-            "measured_mj": args.integer(req, "measured_mj", 0, money.MAX_ENERGY_MJ),
-            "tariff_micro_per_kwh": args.integer(
-                req, "tariff_micro_per_kwh", 0, money.MAX_TARIFF_MICRO_PER_KWH
-            ),
-            "amount_micro": args.integer(req, "amount_micro", -args.MAX_INT, args.MAX_INT),
-            "telemetry_digest": args.hexbytes(req, "telemetry_digest", 32, 32).hex(),
-        }
+        """{lease_id, interval_seq, start_ms, end_ms, measured_mj, telemetry_digest (hex
+        sha256), final, tariff_micro_per_kwh, pue_milli, capacity_micro_per_gpu_hour,
+        capacity_micro, priced_energy_micro, measured_energy_micro, settlement_micro,
+        total_micro}: one bill line, recomputed from the lease's terms on the ledger
+        (ledger.billing). Idempotent by (lease_id, interval_seq)."""
+        req = billing.parse_request(args.load_object(request))
         stub = ctx.get_stub()
-        lease = await get_json(stub, LEASE + terms["lease_id"])
-        if lease is None:
-            raise ContractError(f"lease {terms['lease_id']} does not exist")
-        rules.require_org(ctx, lease["org"], f"lease {terms['lease_id']}")
+        lease = await rules.load_lease(stub, req["lease_id"])
+        rules.require_org(ctx, lease["org"], f"lease {req['lease_id']}")
         key = stub.create_composite_key(
-            SETTLEMENT, [terms["lease_id"], str(terms["interval_seq"]).zfill(SEQ_DIGITS)]
+            SETTLEMENT, [req["lease_id"], str(req["interval_seq"]).zfill(SEQ_DIGITS)]
         )
         existing = await get_json(stub, key)
         if existing is not None:
-            differs = sorted(f for f in terms if existing.get(f) != terms[f])
+            differs = sorted(f for f in req if existing.get(f) != req[f])
             if differs:
                 raise ContractError(
-                    f"settlement {terms['lease_id']}#{terms['interval_seq']} already recorded "
-                    f"with different {', '.join(differs)}"
+                    f"[settle.duplicate] settlement {req['lease_id']}#{req['interval_seq']} "
+                    f"already recorded with different {', '.join(differs)}"
                 )
             return _out(existing)  # a retry: same answer, nothing written
-        expected = money.settlement_amount(
-            terms["measured_mj"], terms["attributed_mj"], terms["tariff_micro_per_kwh"]
-        )
-        if terms["amount_micro"] != expected:
-            raise ContractError(
-                f"amount_micro {terms['amount_micro']} does not match the tariff: "
-                f"expected {expected}"
-            )
-        record = {**terms, "tx_id": stub.get_txid(), "timestamp_ns": tx_time_ns(stub)}
+        billing.check_sequence(lease, req, tx_time_ns(stub))
+        terms = billing.terms_for(lease, req["start_ms"], req["end_ms"])
+        card = await lease_terms.rate_card(stub)
+        board_w = card.generations[terms["generation"]].board_power_w
+        billing.check_measurement(terms, board_w, req)
+        line = billing.line_of(terms, req)
+        record = {
+            **req,
+            **line.as_dict(),
+            "generation": terms["generation"],
+            "tx_id": stub.get_txid(),
+            "timestamp_ns": tx_time_ns(stub),
+        }
         await put_json(stub, key, record)
-        stub.set_event("Settled", dumps({k: terms[k] for k in ("lease_id", "interval_seq")}))
+        billing.advance(lease, req)
+        await put_json(stub, LEASE + lease["lease_id"], lease)
+        stub.set_event("Settled", dumps({k: req[k] for k in ("lease_id", "interval_seq")}))
         return _out(record)
 
     # -- queries -------------------------------------------------------------------------

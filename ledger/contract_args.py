@@ -18,7 +18,6 @@ MAX_LIST_ITEMS = 64  # GPUs per node/lease, attestation ids per lease
 MAX_ID_LEN = 128
 MAX_TEXT_LEN = 256
 MAX_B64_BYTES = 4096  # TPM2B_PUBLIC / TPMS_ATTEST / TPMT_SIGNATURE are all well below this
-MAX_PRICE_TERMS = 16
 MAX_INT = 10**18
 
 ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
@@ -178,18 +177,3 @@ def pcr_values(obj: dict[str, Any], field: str = "pcr_values") -> dict[str, dict
     if not out:
         raise ArgumentError(f"{field}.sha256: must not be empty")
     return {"sha256": out}
-
-
-def price_terms(obj: dict[str, Any], field: str = "price_terms") -> dict[str, Any]:
-    """Free-form terms the scheduler priced the lease at: integer or short-string values only."""
-    value = obj.get(field)
-    if not isinstance(value, dict) or not 1 <= len(value) <= MAX_PRICE_TERMS:
-        raise ArgumentError(f"{field}: must be an object of 1-{MAX_PRICE_TERMS} terms")
-    for name, term in value.items():
-        if not ID_RE.fullmatch(name):
-            raise ArgumentError(f"{field}: bad term name {_short(name)}")
-        ok_int = type(term) is int and -MAX_INT <= term <= MAX_INT
-        ok_str = isinstance(term, str) and len(term) <= MAX_TEXT_LEN
-        if not (ok_int or ok_str):
-            raise ArgumentError(f"{field}.{name}: must be an integer or short string")
-    return dict(sorted(value.items()))

@@ -15,9 +15,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ledger import money
+from ledger import billing, money
 from ledger.audit import _Chain
-from ledger.contract_state import ATTESTATION, LEASE, NODE, SETTLEMENT
+from ledger.contract_state import ATTESTATION, LEASE, NODE, SETTLEMENT, ContractError
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.tx import (
     VALID,
@@ -131,17 +131,31 @@ def _verify(receipt: dict[str, Any]) -> list[str]:
         if code is not None:
             defects.append(f"{where}: {code}")
         if tx.proposal["fn"] == "Settle":
-            defects.extend(_check_settlement(where, json.loads(tx.proposal["args"][0])))
+            defects.extend(check_settlement(where, tx.rwset.writes))
     return defects
 
 
-def _check_settlement(where: str, req: dict[str, Any]) -> list[str]:
-    expected = money.settlement_amount(
-        req["measured_mj"], req["attributed_mj"], req["tariff_micro_per_kwh"]
-    )
-    if req["amount_micro"] != expected:
-        return [f"{where}: settlement amount {req['amount_micro']} != recomputed {expected}"]
-    return []
+def check_settlement(where: str, writes: dict[str, bytes | None]) -> list[str]:
+    """Re-derive the bill line a Settle transaction wrote from the lease terms it wrote
+    beside it (the contract's own records, not the request)."""
+    values = {k: json.loads(v) for k, v in writes.items() if v is not None}
+    leases = [v for k, v in values.items() if k.startswith(LEASE)]
+    lines = [v for k, v in values.items() if k.startswith(f"\x00{SETTLEMENT}\x00")]
+    if len(leases) != 1 or len(lines) != 1:
+        return [f"{where}: a settlement must write one lease and one line"]
+    line = lines[0]
+    try:
+        terms = billing.terms_for(leases[0], line["start_ms"], line["end_ms"])
+    except ContractError as exc:
+        return [f"{where}: {exc}"]
+    expected = money.interval_line(
+        money.Terms.of(terms), line["start_ms"], line["end_ms"], line["measured_mj"]
+    ).as_dict()
+    return [
+        f"{where}: settlement {name} {line.get(name)} != recomputed {value}"
+        for name, value in expected.items()
+        if line.get(name) != value
+    ]
 
 
 def load_receipt(path: Path) -> dict[str, Any]:

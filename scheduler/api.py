@@ -11,14 +11,7 @@ from scheduler.catalogue import Catalogue, load_catalogue
 from scheduler.fleet import parse_plan_input
 from scheduler.placement import Placement, Plan, plan
 from scheduler.pricing import COMPUTE_BOUND, GpuCondition, PriceBreakdown, Pricer, PricingPolicy
-from scheduler.settlement import (
-    LeaseTerms,
-    SettlementRecord,
-    settle_interval,
-    settle_lease,
-    settle_migration,
-    terms_from_price_line,
-)
+from scheduler.settlement import IntervalSettlement, lease_terms, settle
 from scheduler.telemetry.replay import ReplaySource, load_trace, write_trace
 from scheduler.telemetry.source import ChosenSource, open_telemetry
 from scheduler.telemetry.synthetic import synthetic_fleet, synthetic_trace
@@ -26,11 +19,11 @@ from scheduler.telemetry.synthetic import synthetic_fleet, synthetic_trace
 __all__ = [
     "ChosenSource",
     "GpuCondition",
-    "LeaseTerms",
+    "IntervalSettlement",
+    "Placement",
     "PoolState",
     "ReplaySource",
     "ScalingAdvice",
-    "SettlementRecord",
     "advise_pools",
     "idle_heatmap",
     "lease_terms",
@@ -38,9 +31,7 @@ __all__ = [
     "open_telemetry",
     "plan_batch",
     "price_lease",
-    "settle_interval",
-    "settle_lease",
-    "settle_migration",
+    "settle",
     "synthetic_fleet",
     "synthetic_trace",
     "write_trace",
@@ -68,19 +59,3 @@ def plan_batch(
     Raises fleet.PlanInputError naming the bad entry."""
     catalogue = catalogue or load_catalogue()
     return plan(parse_plan_input(data, catalogue), catalogue, policy)
-
-
-def lease_terms(lease: str, placement: Placement, lease_start_ms: int) -> list[LeaseTerms]:
-    """Settlement terms for every GPU of a placement (GPU ids are NVML UUIDs)."""
-    return [
-        terms_from_price_line(
-            lease,
-            line.gpu,
-            line.generation,
-            lease_start_ms,
-            line.attributed_power_w,
-            line.tariff_per_kwh,
-            line.pue,
-        )
-        for line in placement.price.lines
-    ]

@@ -1,5 +1,6 @@
 """The generation catalogue: datasheet facts per GPU generation, loaded from a versioned
-data file (`scheduler/data/catalogue-v1.json`) that an operator can extend.
+data file (`ledger/data/catalogue-v1.json`, ledger data the contract checks lease terms
+against) that an operator can extend.
 
 Every figure is a Decimal so the pricing arithmetic never touches binary floating point.
 Dense and sparse peaks are kept apart; only dense figures are used for pricing. The parser
@@ -22,7 +23,7 @@ PRECISIONS = ("FP32", "TF32", "BF16", "FP16", "FP8", "FP64", "FP64_TENSOR", "INT
 SPARSE_PRECISIONS = ("TF32", "BF16", "FP16", "FP8", "INT8")  # 2:4 structured sparsity exists
 SPARSITY_FACTOR = Decimal(2)  # 2:4 structured sparsity doubles the dense tensor peak
 SPARSITY_TOLERANCE = Decimal("0.05")  # datasheets round: L40S prints 362.05 dense, 733 sparse
-DEFAULT_PATH = Path(__file__).parent / "data" / "catalogue-v1.json"
+DEFAULT_PATH = Path(__file__).resolve().parents[1] / "ledger" / "data" / "catalogue-v1.json"
 MAX_CATALOGUE_BYTES = 1 << 20
 MIN_FIGURE = Decimal("0.000001")  # no TFLOPS, W, GB or GB/s figure is smaller: a typo
 MAX_FIGURE = Decimal(10) ** 9  # ... or larger

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from ledger.money import MJ_PER_KWH, from_micro
 from scheduler.catalogue import Catalogue, CatalogueError, Generation
 
 REFERENCE_PRECISION = "FP16"
@@ -48,10 +49,9 @@ BASELINE_STAND_INS = {"FP64_TENSOR": "FP64"}  # precision -> the baseline's figu
 TEMP_DERATE_THRESHOLD_C = Decimal("80")  # °C: above this, efficiency is derated
 DERATE_PER_DEGREE = Decimal("0.01")  # fraction added to W/TFLOPS per °C above threshold
 MAX_DERATING = Decimal("1.5")  # a sensor stuck at 150 °C must not price a GPU at 8x
-MONEY_QUANTUM = Decimal("0.000001")  # currency units; six places = the ledger's micro-units
+MONEY_QUANTUM = from_micro(1)  # currency units: one of the ledger's micro-units
 ENERGY_QUANTUM_KWH = Decimal("0.000001")  # displayed energy: 1 mWh
 RATE_QUANTUM = Decimal("0.0001")  # displayed coefficients, derating, W/TFLOPS
-MJ_PER_KWH = 3_600_000_000
 WH_PER_KWH = Decimal(1000)
 MW_PER_W = 1000  # the search ranks GPUs by attributed power in integer milliwatts
 MAX_POWER_W = Decimal(5000)  # a measured draw above this is a broken sensor, not a GPU

@@ -1,81 +1,38 @@
-"""Settlement arithmetic: what a lease drew against what it was priced at.
+"""A lease interval's settlement: the one function the web app asks for a bill line.
 
 Measured energy comes from the GPU's total-energy counter (NVML, mJ). The counter restarts
 from zero when the driver reloads, so a counter that goes down starts a new *segment*;
 the energy between the last sample before a reset and the first after is unknown and is
-not counted (measured energy is never negative and never invented). Only the time covered
-by segments is attributed too, so a telemetry gap never bills a tenant for energy that
-was not measured.
+not counted (measured energy is never negative and never invented).
 
-Attributed energy is the lease's price basis: the attributed power of the GPU (the price
-line's `attributed_power_w`: datasheet or measured watts x derating) over the covered
-time. It is computed cumulatively from the lease start (A(t) = round(P x (t - start))), so
-the attributed energy of adjacent intervals adds up exactly to that of their union.
+The line itself (capacity held, priced energy, measured energy, settlement, total) is
+ledger.money's, from the lease's terms as the ledger records them; `lease_terms` builds
+those terms from a price and the rate card. docs/billing.md is the model.
 
-amount = settlement_amount(measured_mj, attributed_mj, tariff_micro_per_kwh): positive
-when the lease drew more than it was priced at (the tenant owes the difference), negative
-when it drew less (a credit). The tariff is the effective one per kWh of GPU energy (site
-tariff x PUE), in micro-units of currency.
-
-Each record carries the SHA-256 of the canonical telemetry it used: the samples in time
-order, each as the CSV row `t_ms,gpu,energy_mj,power_mw,util_gpu_pct,util_mem_pct,temp_c`
-with "\\n" line ends (the same bytes as a trace file's rows).
+Each GPU's telemetry digest is the SHA-256 of its samples in time order, each as the CSV row
+`t_ms,gpu,energy_mj,power_mw,util_gpu_pct,util_mem_pct,temp_c` with "\\n" line ends (the
+same bytes as a trace file's rows); the interval's digest is the SHA-256 of the lines
+`{gpu}:{digest}\\n` in GPU order.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_CEILING, ROUND_HALF_EVEN
+from typing import Any
 
-from ledger.money import div_half_even, settlement_amount  # the one money formula
+from ledger import money, readings
+from ledger.terms import RateCard
+from scheduler.catalogue import Catalogue
+from scheduler.pricing import PriceBreakdown
 from scheduler.telemetry.sample import TelemetryError, TelemetrySample
 
-MJ_PER_KWH = 3_600_000_000
-MICRO_PER_UNIT = 1_000_000
 MW_PER_W = 1000
-MS_PER_S = 1000
 
 
 class SettlementError(ValueError):
     """Inputs that cannot be settled; the message names the lease, GPU and sample."""
-
-
-@dataclass(frozen=True)
-class LeaseTerms:
-    """The price basis of one GPU of a lease, fixed when the lease was written."""
-
-    lease: str
-    gpu: str  # NVML UUID
-    generation: str
-    lease_start_ms: int
-    attributed_power_mw: int
-    tariff_micro_per_kwh: int  # per kWh of GPU energy: site tariff x PUE
-
-
-def terms_from_price_line(
-    lease: str,
-    gpu_uuid: str,
-    generation: str,
-    lease_start_ms: int,
-    attributed_power_w: Decimal,
-    tariff_per_kwh: Decimal,
-    pue: Decimal,
-) -> LeaseTerms:
-    """LeaseTerms from a pricing.GpuLine's figures (rounded half-even to integers)."""
-
-    def whole(value: Decimal) -> int:
-        return int(value.to_integral_value(rounding=ROUND_HALF_EVEN))
-
-    return LeaseTerms(
-        lease=lease,
-        gpu=gpu_uuid,
-        generation=generation,
-        lease_start_ms=lease_start_ms,
-        attributed_power_mw=whole(attributed_power_w * MW_PER_W),
-        tariff_micro_per_kwh=whole(tariff_per_kwh * pue * MICRO_PER_UNIT),
-    )
 
 
 @dataclass(frozen=True)
@@ -130,107 +87,139 @@ def measure(
     return Measurement(tuple(s for s in segments if s.end_ms > s.start_ms), resets, tuple(used))
 
 
-def attributed_mj(terms: LeaseTerms, segments: Iterable[Segment]) -> int:
-    """Attributed energy over the segments, cumulative from the lease start (exact over
-    adjacent intervals)."""
-
-    def cumulative(t_ms: int) -> int:  # mW x ms = uJ; / 1000 -> mJ
-        return div_half_even(terms.attributed_power_mw * (t_ms - terms.lease_start_ms), MS_PER_S)
-
-    return sum(cumulative(s.end_ms) - cumulative(s.start_ms) for s in segments)
-
-
 def telemetry_digest(samples: Iterable[TelemetrySample]) -> str:
-    digest = hashlib.sha256()
-    for sample in samples:
-        digest.update((",".join(str(v) for v in sample.canonical()) + "\n").encode("ascii"))
-    return digest.hexdigest()
+    """One GPU's digest (ledger.readings), over its samples in time order."""
+    return readings.gpu_digest(readings.row_text(s.canonical()) for s in samples)
+
+
+def lease_terms(
+    price: PriceBreakdown,
+    catalogue: Catalogue,
+    card: RateCard,
+    *,
+    site: str,
+    priority: int,
+    start_ms: int,
+) -> dict[str, Any]:
+    """The terms a lease records on the ledger for this price (docs/billing.md): a derated
+    GPU's attributed power is capped at its board power and its planned time stretched so
+    the planned energy is unchanged."""
+    generations = {line.generation for line in price.lines}
+    if len(generations) != 1:
+        raise SettlementError(f"a lease runs on one generation, this price spans {generations}")
+    generation = generations.pop()
+    board_w = catalogue.get(generation).board_power_w
+    power_mw: dict[str, int] = {}
+    planned_ms = 0
+    for line in price.lines:
+        watts = min(line.attributed_power_w, board_w)
+        energy_wh = line.gpu_hours * line.attributed_power_w
+        power_mw[line.gpu] = int((watts * MW_PER_W).to_integral_value(ROUND_HALF_EVEN))
+        hours = energy_wh / watts if watts > 0 else line.gpu_hours
+        ms = (hours * money.MS_PER_HOUR).to_integral_value(ROUND_CEILING)
+        planned_ms = max(planned_ms, int(ms), 1)
+    rates = card.sites[site]
+    return {
+        "generation": generation,
+        "precision": price.precision,
+        "site": site,
+        "priority": priority,
+        "start_ms": start_ms,
+        "planned_ms": planned_ms,
+        "pue_milli": rates["pue_milli"],
+        "tariff_micro_per_kwh": rates["tariff_micro_per_kwh"],
+        "capacity_micro_per_gpu_hour": card.capacity_rate(generation, priority),
+        "attributed_power_mw": dict(sorted(power_mw.items())),
+    }
 
 
 @dataclass(frozen=True)
-class SettlementRecord:
-    lease: str
+class GpuMeasurement:
     gpu: str
-    generation: str
-    start_ms: int
-    end_ms: int
-    covered_ms: int
     measured_mj: int
-    attributed_mj: int
-    difference_mj: int  # measured - attributed
-    tariff_micro_per_kwh: int
-    amount_micro: int  # > 0: the tenant owes; < 0: a credit
+    covered_ms: int
     resets: int
     samples: int
     telemetry_sha256: str
 
-    @property
-    def business_key(self) -> str:
-        """Idempotency key for the ledger: one settlement per lease, GPU and interval."""
-        return f"{self.lease}:{self.gpu}:{self.start_ms}:{self.end_ms}"
 
-    def as_dict(self) -> dict[str, object]:
-        return {**self.__dict__, "business_key": self.business_key}
+@dataclass(frozen=True)
+class IntervalSettlement:
+    """One bill line of a lease, ready to record and to relay to the ledger (`request`)."""
 
+    lease: str
+    seq: int
+    start_ms: int
+    end_ms: int
+    final: bool
+    generation: str
+    measured_mj: int
+    telemetry_digest: str
+    terms: dict[str, Any]
+    line: money.Line
+    gpus: tuple[GpuMeasurement, ...]
 
-def settle_interval(
-    terms: LeaseTerms, samples: Iterable[TelemetrySample], start_ms: int, end_ms: int
-) -> SettlementRecord:
-    """Settle one GPU of a lease over [start_ms, end_ms] from its telemetry samples."""
-    if end_ms < start_ms or start_ms < terms.lease_start_ms:
-        raise SettlementError(
-            f"lease {terms.lease} GPU {terms.gpu}: bad interval [{start_ms}, {end_ms}] "
-            f"(lease started at {terms.lease_start_ms})"
-        )
-    try:
-        measurement = measure(samples, terms.gpu, start_ms, end_ms)
-    except TelemetryError as exc:
-        raise SettlementError(f"lease {terms.lease} GPU {terms.gpu}: {exc}") from None
-    measured = measurement.measured_mj
-    attributed = attributed_mj(terms, measurement.segments)
-    return SettlementRecord(
-        lease=terms.lease,
-        gpu=terms.gpu,
-        generation=terms.generation,
-        start_ms=start_ms,
-        end_ms=end_ms,
-        covered_ms=measurement.covered_ms,
-        measured_mj=measured,
-        attributed_mj=attributed,
-        difference_mj=measured - attributed,
-        tariff_micro_per_kwh=terms.tariff_micro_per_kwh,
-        amount_micro=settlement_amount(measured, attributed, terms.tariff_micro_per_kwh),
-        resets=measurement.resets,
-        samples=len(measurement.samples),
-        telemetry_sha256=telemetry_digest(measurement.samples),
-    )
+    def request(self) -> dict[str, Any]:
+        """The Settle arguments: the interval, its measurement and the amounts claimed."""
+        return {
+            "lease_id": self.lease,
+            "interval_seq": self.seq,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "measured_mj": self.measured_mj,
+            "telemetry_digest": self.telemetry_digest,
+            "final": self.final,
+            "tariff_micro_per_kwh": self.terms["tariff_micro_per_kwh"],
+            "pue_milli": self.terms["pue_milli"],
+            "capacity_micro_per_gpu_hour": self.terms["capacity_micro_per_gpu_hour"],
+            **self.line.as_dict(),
+        }
 
 
-def settle_lease(
-    terms: Iterable[LeaseTerms], samples: Iterable[TelemetrySample], start_ms: int, end_ms: int
-) -> list[SettlementRecord]:
-    """One record per GPU of the lease, in GPU order."""
-    pool = list(samples)
-    return [settle_interval(t, pool, start_ms, end_ms) for t in sorted(terms, key=lambda t: t.gpu)]
+def interval_digest(gpus: Iterable[GpuMeasurement]) -> str:
+    return readings.combine({g.gpu: g.telemetry_sha256 for g in gpus})
 
 
-def settle_migration(
-    before: LeaseTerms,
-    after: LeaseTerms,
+def settle(
+    lease: str,
+    seq: int,
+    terms: dict[str, Any],
     samples: Iterable[TelemetrySample],
     start_ms: int,
-    move_ms: int,
     end_ms: int,
-) -> tuple[SettlementRecord, SettlementRecord]:
-    """A lease that moved between GPUs (and generations) at `move_ms`: the interval before
-    the move is settled on the old GPU at the old terms, the rest on the new one at the
-    new terms."""
-    if not start_ms <= move_ms <= end_ms:
+    *,
+    final: bool = False,
+) -> IntervalSettlement:
+    """The settlement of [start_ms, end_ms] of a lease under its ledger terms, measured from
+    the telemetry of the terms' GPUs."""
+    if not terms["start_ms"] <= start_ms <= end_ms:
         raise SettlementError(
-            f"lease {before.lease}: move at {move_ms} is outside [{start_ms}, {end_ms}]"
+            f"lease {lease}: bad interval [{start_ms}, {end_ms}] "
+            f"(terms start at {terms['start_ms']})"
         )
     pool = list(samples)
-    return (
-        settle_interval(before, pool, start_ms, move_ms),
-        settle_interval(after, pool, move_ms, end_ms),
+    gpus = []
+    for gpu in sorted(terms["attributed_power_mw"]):
+        try:
+            m = measure(pool, gpu, start_ms, end_ms)
+        except TelemetryError as exc:
+            raise SettlementError(f"lease {lease} GPU {gpu}: {exc}") from None
+        digest = telemetry_digest(m.samples)
+        gpus.append(
+            GpuMeasurement(gpu, m.measured_mj, m.covered_ms, m.resets, len(m.samples), digest)
+        )
+    measured = sum(g.measured_mj for g in gpus)
+    line = money.interval_line(money.Terms.of(terms), start_ms, end_ms, measured)
+    return IntervalSettlement(
+        lease=lease,
+        seq=seq,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        final=final,
+        generation=terms["generation"],
+        measured_mj=measured,
+        telemetry_digest=interval_digest(gpus),
+        terms=terms,
+        line=line,
+        gpus=tuple(gpus),
     )

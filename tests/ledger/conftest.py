@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -23,24 +24,25 @@ from ledger.engine.msp import new_identity
 
 ORG1, ORG2 = "Org1MSP", "Org2MSP"
 NS_PER_S = 1_000_000_000
-START_NS = 1_800_000_000 * NS_PER_S  # tests run on a clock they can step
 
 
 class StepClock:
-    """The proposals' timestamp source in tests: moves only when told (thread-safe)."""
+    """The proposals' timestamp source in tests: the wall clock (lease terms are checked
+    against it) plus whatever the test stepped it by, strictly increasing (thread-safe)."""
 
-    def __init__(self, start_ns: int = START_NS) -> None:
-        self._now = start_ns
+    def __init__(self) -> None:
+        self._offset_ns = 0
+        self._last = 0
         self._lock = threading.Lock()
 
     def __call__(self) -> int:
-        with self._lock:
-            self._now += 1_000  # strictly increasing: distinct timestamps per proposal
-            return self._now
+        with self._lock:  # distinct timestamps per proposal, even within a microsecond
+            self._last = max(self._last + 1_000, time.time_ns() + self._offset_ns)
+            return self._last
 
     def advance(self, seconds: int) -> None:
         with self._lock:
-            self._now += seconds * NS_PER_S
+            self._offset_ns += seconds * NS_PER_S
 
 
 @dataclass

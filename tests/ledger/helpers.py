@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from chaincode_client.interface import LedgerClient
+from ledger import money
+from ledger.terms import DEPLOYED as RATE_CARD
 
 DEFAULT_MAX_AGE_S = 600
+H100, A100 = "H100-SXM5-80GB", "A100-SXM4-80GB"  # catalogue ids the rate card prices
+SITE = "fra-1"
+PLANNED_MS = 4_548_211  # 10 V100-hours of FP16 work on an H100 (docs/billing.md)
 
 
 def js(value: Any) -> str:
@@ -56,22 +62,89 @@ def attest(client: LedgerClient, tpm: Any, node_id: str, ak_index: int) -> dict:
     return json.loads(receipt.payload)
 
 
+def now_ms() -> int:
+    """Wall-clock milliseconds: every backend's ledger clock starts from it (conftest)."""
+    return time.time_ns() // 1_000_000
+
+
+def lease_terms(
+    gpus: list[str],
+    *,
+    generation: str = H100,
+    start_ms: int | None = None,
+    planned_ms: int = PLANNED_MS,
+    priority: int = 0,
+    power_mw: int | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """Terms the deployed rate card accepts for `gpus` of `generation` at SITE."""
+    card = RATE_CARD
+    facts, site_terms = card.generations[generation], card.sites[SITE]
+    terms = {
+        "generation": generation,
+        "precision": "FP16",
+        "site": SITE,
+        "priority": priority,
+        "start_ms": now_ms() if start_ms is None else start_ms,
+        "planned_ms": planned_ms,
+        "pue_milli": site_terms["pue_milli"],
+        "tariff_micro_per_kwh": site_terms["tariff_micro_per_kwh"],
+        "capacity_micro_per_gpu_hour": card.capacity_rate(generation, priority),
+        "attributed_power_mw": {
+            uuid: facts.board_power_w * 1000 if power_mw is None else power_mw for uuid in gpus
+        },
+    }
+    terms.update(overrides)
+    return terms
+
+
 def lease_request(
-    lease_id: str, gpus: list[str], att_ids: list[str], tenant: str = "tenant-a"
+    lease_id: str,
+    gpus: list[str],
+    att_ids: list[str],
+    tenant: str = "tenant-a",
+    **terms: Any,
 ) -> str:
     return js(
         {
             "lease_id": lease_id,
             "tenant": tenant,
             "gpus": gpus,
-            "price_terms": {
-                "currency": "EUR",
-                "tariff_micro_per_kwh": 250_000,
-                "attributed_w": 700,
-            },
+            "terms": lease_terms(gpus, **terms),
             "attestation_ids": att_ids,
         }
     )
+
+
+def settle_request(
+    lease_id: str,
+    seq: int,
+    terms: dict[str, Any],
+    start_ms: int,
+    end_ms: int,
+    measured_mj: int,
+    *,
+    final: bool = False,
+    digest: str = "ab" * 32,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """An honest Settle request: the line computed by ledger.money from the lease's terms."""
+    line = money.interval_line(money.Terms.of(terms), start_ms, end_ms, measured_mj)
+    request = {
+        "lease_id": lease_id,
+        "interval_seq": seq,
+        "start_ms": start_ms,
+        "end_ms": end_ms,
+        "measured_mj": measured_mj,
+        "telemetry_digest": digest,
+        "final": final,
+        "tariff_micro_per_kwh": terms["tariff_micro_per_kwh"],
+        "pue_milli": terms["pue_milli"],
+        "capacity_micro_per_gpu_hour": terms["capacity_micro_per_gpu_hour"],
+        **line.as_dict(),
+    }
+    request.update(overrides)
+    return request
 
 
 def software_ak_b64() -> str:

@@ -18,10 +18,20 @@ from ledger.audit import verify_ledger
 from ledger.engine import EmbeddedLedger
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import ORG1, StepClock
-from tests.ledger.helpers import attest, js, lease_request, register_node
+from tests.ledger.helpers import (
+    H100,
+    attest,
+    js,
+    lease_request,
+    now_ms,
+    register_node,
+    settle_request,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CRASH_ACKS_BEFORE_KILL = 150
+HOUR_MS = 3_600_000
+SETTLED_MJ = 1_800_000_000  # an hour at 500 W
 
 
 @pytest.fixture
@@ -32,24 +42,14 @@ def chain(tmp_path: Path, node_tpm) -> Path:
     ledger = EmbeddedLedger.open(path, block_size=10, block_timeout_s=0.002)
     clock = StepClock()
     client = EmbeddedClient(ledger, ledger.enroll(ORG1, "ops"), clock_ns=clock)
-    register_node(client, node_tpm, "n1", 0, [("GPU-a", "H100"), ("GPU-b", "H100")])
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100)])
     att = attest(client, node_tpm, "n1", 0)["attestation_id"]
     attest(client, node_tpm, "n1", 0)
-    client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att]))
-    client.submit(
-        "Settle",
-        js(
-            {
-                "lease_id": "L1",
-                "interval_seq": 0,
-                "attributed_mj": 0,
-                "measured_mj": 7_200_000_000,
-                "tariff_micro_per_kwh": 100,
-                "amount_micro": 200,
-                "telemetry_digest": "cd" * 32,
-            }
-        ),
-    )
+    start = now_ms() - 2 * HOUR_MS
+    lease = client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att], start_ms=start))
+    terms = json.loads(lease.payload)["terms"]
+    request = settle_request("L1", 0, terms, start, start + HOUR_MS, SETTLED_MJ, digest="cd" * 32)
+    client.submit("Settle", js(request))
     # two endorsed leases of GPU-b ordered into one block: the second is MVCC-invalid
     first = ledger.endorse(*_proposal(ledger, client, "L2", clock()))[1]
     second = ledger.endorse(*_proposal(ledger, client, "L3", clock()))[1]
@@ -222,14 +222,19 @@ def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
     )
     assert check.returncode == 0 and check.stdout.strip() == "OK"
     outer = json.loads(receipt["transactions"][3]["envelope"])
-    proposal = json.loads(outer["proposal"])
-    proposal["args"] = [proposal["args"][0].replace('"amount_micro": 200', '"amount_micro": 2')]
-    outer["proposal"] = json.dumps(proposal)
+    response = json.loads(outer["response"])
+    for write in response["rwset"]["writes"]:
+        if write[0].startswith("\x00settlement\x00"):
+            line = json.loads(base64.b64decode(write[1]))
+            line["total_micro"] += 1  # a bill line the contract did not compute
+            write[1] = base64.b64encode(json.dumps(line).encode()).decode()
+    outer["response"] = json.dumps(response)
     receipt["transactions"][3]["envelope"] = json.dumps(outer)
     found = verify_receipt(receipt)
     assert any("envelope does not hash to its place" in d for d in found), found
-    assert any("BAD_CREATOR_SIGNATURE" in d for d in found), found
-    assert any("settlement amount 2 != recomputed 200" in d for d in found), found
+    assert any("ENDORSEMENT_POLICY_FAILURE" in d for d in found), found
+    total = line["total_micro"] - 1
+    assert any(f"settlement total_micro {total + 1} != recomputed {total}" in d for d in found)
     assert verify_receipt({"config": 1})[0].startswith("receipt is malformed")
 
 

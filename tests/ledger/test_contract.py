@@ -10,9 +10,18 @@ import pytest
 
 from chaincode_client.interface import EndorsementError, TransactionInvalid
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv
-from tests.ledger.helpers import attest, js, lease_request, quote_request, register_node
-
-H100, A100 = "H100-SXM", "A100-SXM"
+from tests.ledger.helpers import (
+    A100,
+    H100,
+    attest,
+    js,
+    lease_request,
+    lease_terms,
+    now_ms,
+    quote_request,
+    register_node,
+    settle_request,
+)
 
 
 @pytest.fixture
@@ -27,9 +36,9 @@ def fleet(ledger_env: LedgerEnv, node_tpm) -> dict:
     }
 
 
-def lease(client, lease_id, gpus, atts, tenant="tenant-a") -> dict:
+def lease(client, lease_id, gpus, atts, tenant="tenant-a", **terms) -> dict:
     return json.loads(
-        client.submit("CreateLease", lease_request(lease_id, gpus, atts, tenant)).payload
+        client.submit("CreateLease", lease_request(lease_id, gpus, atts, tenant, **terms)).payload
     )
 
 
@@ -197,18 +206,23 @@ def test_end_lease_frees_gpus_once_and_only_for_its_org(ledger_env, fleet):
     assert lease(org1, "L2", ["GPU-a"], [fleet["n1"]])["status"] == "ACTIVE"
 
 
+def migrate_request(gpus: list[str], att: str, generation: str = A100, **terms) -> str:
+    return js(
+        {
+            "lease_id": "L1",
+            "gpus": gpus,
+            "attestation_ids": [att],
+            "terms": lease_terms(gpus, generation=generation, **terms),
+        }
+    )
+
+
 def test_migrates_lease_to_another_generation_only(ledger_client, fleet):
     lease(ledger_client, "L1", ["GPU-a"], [fleet["n1"]])
     with pytest.raises(EndorsementError, match="must move to another generation"):
-        ledger_client.submit(
-            "MigrateLease",
-            js({"lease_id": "L1", "gpus": ["GPU-d"], "attestation_ids": [fleet["n2"]]}),
-        )
+        ledger_client.submit("MigrateLease", migrate_request(["GPU-d"], fleet["n2"], H100))
     moved = json.loads(
-        ledger_client.submit(
-            "MigrateLease",
-            js({"lease_id": "L1", "gpus": ["GPU-c"], "attestation_ids": [fleet["n1"]]}),
-        ).payload
+        ledger_client.submit("MigrateLease", migrate_request(["GPU-c"], fleet["n1"])).payload
     )
     assert [g["uuid"] for g in moved["gpus"]] == ["GPU-c"]
     assert moved["migrations"][0]["from"][0]["uuid"] == "GPU-a"
@@ -245,45 +259,41 @@ def test_concurrent_conflicting_leases_exactly_one_wins(ledger_env, fleet):
 # -- settlements ---------------------------------------------------------------------------
 
 
-def settle_request(**overrides) -> str:
-    request = {
-        "lease_id": "L1",
-        "interval_seq": 0,
-        "attributed_mj": 3_600_000_000,
-        "measured_mj": 4_500_000_000,
-        "tariff_micro_per_kwh": 250_000,
-        "amount_micro": 62_500,
-        "telemetry_digest": "ab" * 32,
-    }
-    request.update(overrides)
-    return js(request)
+def one_hour_lease(client, fleet) -> dict:
+    """L1 on GPU-a, started 2 h ago (settled below over its first hour)."""
+    start = now_ms() - 2 * 3_600_000
+    return lease(client, "L1", ["GPU-a"], [fleet["n1"]], start_ms=start)["terms"]
+
+
+def first_hour(terms: dict, **overrides) -> str:
+    start = terms["start_ms"]
+    request = settle_request("L1", 0, terms, start, start + 3_600_000, 2_000_000_000)
+    return js({**request, **overrides})
 
 
 def test_settle_is_idempotent_by_business_key(ledger_env, fleet):
     client = ledger_env.clients[ORG1]
-    lease(client, "L1", ["GPU-a"], [fleet["n1"]])
-    first = client.submit("Settle", settle_request())
-    again = client.submit("Settle", settle_request())
+    terms = one_hour_lease(client, fleet)
+    first = client.submit("Settle", first_hour(terms))
+    again = client.submit("Settle", first_hour(terms))
     assert json.loads(again.payload) == json.loads(first.payload)
     settlements = json.loads(client.evaluate("GetSettlements", js({"lease_id": "L1"})))
-    assert len(settlements) == 1 and settlements[0]["amount_micro"] == 62_500
-    with pytest.raises(
-        EndorsementError, match="already recorded with different amount_micro, measured_mj"
-    ):
-        client.submit("Settle", settle_request(measured_mj=9_000_000_000, amount_micro=312_500))
+    assert len(settlements) == 1 and settlements[0]["capacity_micro"] == 2_200_000
+    with pytest.raises(EndorsementError, match=r"\[settle.duplicate\] .* different final"):
+        client.submit("Settle", first_hour(terms, final=True))
 
 
 def test_settle_rejects_wrong_amount_unknown_lease_and_other_org(ledger_env, fleet):
     client = ledger_env.clients[ORG1]
-    lease(client, "L1", ["GPU-a"], [fleet["n1"]])
-    with pytest.raises(EndorsementError, match="expected 62500"):
-        client.submit("Settle", settle_request(amount_micro=62_501))
+    terms = one_hour_lease(client, fleet)
+    with pytest.raises(EndorsementError, match=r"\[settle.amount\] total_micro 1 \(expected"):
+        client.submit("Settle", first_hour(terms, total_micro=1))
     with pytest.raises(EndorsementError, match="lease L9 does not exist"):
-        client.submit("Settle", settle_request(lease_id="L9"))
+        client.submit("Settle", first_hour(terms, lease_id="L9"))
     with pytest.raises(EndorsementError, match="belongs to Org1MSP"):
-        ledger_env.clients[ORG2].submit("Settle", settle_request())
+        ledger_env.clients[ORG2].submit("Settle", first_hour(terms))
     with pytest.raises(EndorsementError, match="floats are not accepted"):
-        client.submit("Settle", settle_request(amount_micro=62500.0))
+        client.submit("Settle", first_hour(terms, total_micro=62500.0))
 
 
 def test_every_state_change_emits_an_event(ledger_env, fleet):
@@ -320,11 +330,8 @@ def test_unknown_records_are_named(ledger_client, node_tpm):
 
 
 def test_ended_lease_cannot_migrate_but_can_still_settle(ledger_client, fleet):
-    lease(ledger_client, "L1", ["GPU-a"], [fleet["n1"]])
+    terms = one_hour_lease(ledger_client, fleet)
     ledger_client.submit("EndLease", js({"lease_id": "L1"}))
     with pytest.raises(EndorsementError, match="L1 is ENDED"):
-        ledger_client.submit(
-            "MigrateLease",
-            js({"lease_id": "L1", "gpus": ["GPU-c"], "attestation_ids": [fleet["n1"]]}),
-        )
-    assert ledger_client.submit("Settle", settle_request()).valid
+        ledger_client.submit("MigrateLease", migrate_request(["GPU-c"], fleet["n1"]))
+    assert ledger_client.submit("Settle", first_hour(terms, final=True)).valid

@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaincode_client.interface import EndorsementError
+from ledger import billing
 from ledger import contract_args as args
+from ledger import terms as lease_terms
 from tests.ledger.conftest import embedded_backend
 
 FUNCTIONS = [
@@ -45,7 +47,12 @@ field_names = st.sampled_from(
         "pcr_policy",
         "lease_id",
         "tenant",
-        "price_terms",
+        "terms",
+        "start_ms",
+        "end_ms",
+        "final",
+        "capacity_micro",
+        "total_micro",
         "attestation_ids",
         "quote",
         "nonce",
@@ -109,13 +116,61 @@ def test_validators_raise_only_argument_error(value):
         lambda o: args.gpu_inventory(o, "f"),
         lambda o: args.pcr_policy(o, "f"),
         lambda o: args.pcr_values(o, "f"),
-        lambda o: args.price_terms(o, "f"),
+        lambda o: lease_terms.parse_terms(o, "f"),
     ]
     for check in checks:
         try:
             check({"f": value})
         except args.ArgumentError as exc:
             assert "f" in str(exc)
+
+
+term_fields = st.sampled_from(
+    [
+        "generation",
+        "precision",
+        "site",
+        "priority",
+        "start_ms",
+        "planned_ms",
+        "pue_milli",
+        "tariff_micro_per_kwh",
+        "capacity_micro_per_gpu_hour",
+        "attributed_power_mw",
+    ]
+)
+settle_fields = st.sampled_from(
+    [
+        "lease_id",
+        "interval_seq",
+        "start_ms",
+        "end_ms",
+        "measured_mj",
+        "telemetry_digest",
+        "final",
+        *billing.CLAIMED_RATES,
+        *billing.CLAIMED_AMOUNTS,
+    ]
+)
+
+
+@given(st.dictionaries(term_fields, json_values | st.integers(), max_size=12))
+def test_lease_terms_parser_raises_only_argument_error_naming_the_field(terms):
+    try:
+        parsed = lease_terms.parse_terms({"terms": terms})
+    except args.ArgumentError as exc:
+        assert str(exc).startswith("terms")
+        return
+    assert set(parsed) == set(terms)
+
+
+@given(st.dictionaries(settle_fields, json_values | st.integers(), max_size=16))
+def test_settle_parser_raises_only_argument_error(request):
+    try:
+        parsed = billing.parse_request(request)
+    except args.ArgumentError:
+        return
+    assert parsed["final"] in (True, False) and len(parsed["telemetry_digest"]) == 64
 
 
 def test_deeply_nested_json_is_refused_not_crashing():

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from scheduler.api import lease_terms, plan_batch, price_lease, settle_lease
+from ledger import money
+from ledger.terms import load_rate_card
+from scheduler.api import lease_terms, plan_batch, price_lease, settle
+from scheduler.catalogue import load_catalogue
 from scheduler.pricing import GpuCondition
 from scheduler.telemetry.sample import TelemetrySample
 from tests.scheduler.helpers import job, node, plan_input
@@ -29,13 +32,17 @@ def test_price_lease_takes_a_memory_bound_fraction_and_new_generations():
 def test_plan_then_settle_a_lease_that_drew_exactly_its_price_basis():
     result = plan_batch(plan_input(node("GPU-n", "A100-SXM4-80GB", 2), [job("j", gpus=2)]))
     (placement,) = result.placements
-    terms = lease_terms("lease-j", placement, lease_start_ms=0)
-    assert [t.attributed_power_mw for t in terms] == [400_000, 400_000]
+    card = load_rate_card()
+    terms = lease_terms(
+        placement.price, load_catalogue(), card, site="fra-1", priority=0, start_ms=0
+    )
+    assert list(terms["attributed_power_mw"].values()) == [400_000, 400_000]
+    end = terms["planned_ms"]
     samples = [
-        TelemetrySample(t.gpu, ms, ms * 400, 400_000, 90, 55, 60)  # 400 W = 400 mJ per ms
-        for t in terms
-        for ms in range(0, HOUR_MS + 1, 60_000)
+        TelemetrySample(gpu, ms, ms * 400, 400_000, 90, 55, 60)  # 400 W = 400 mJ per ms
+        for gpu in terms["attributed_power_mw"]
+        for ms in (0, end)
     ]
-    records = settle_lease(terms, samples, 0, HOUR_MS)
-    assert [r.amount_micro for r in records] == [0, 0]
-    assert all(r.measured_mj == 400 * HOUR_MS for r in records)
+    line = settle("lease-j", 0, terms, samples, 0, end, final=True).line
+    assert line.settlement_micro == 0 and line.measured_energy_micro > 0
+    assert line.total_micro == money.Terms.of(terms).quote()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 from decimal import Decimal
 from itertools import pairwise
 
@@ -7,17 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger import money
+from ledger.terms import load_rate_card
+from scheduler.catalogue import load_catalogue
+from scheduler.pricing import GpuCondition, Pricer
 from scheduler.settlement import (
-    MJ_PER_KWH,
-    LeaseTerms,
     SettlementError,
+    lease_terms,
     measure,
-    settle_interval,
-    settle_lease,
-    settle_migration,
-    settlement_amount,
+    settle,
     telemetry_digest,
-    terms_from_price_line,
 )
 from scheduler.telemetry.sample import TelemetrySample
 
@@ -29,35 +29,33 @@ def sample(t_ms: int, energy_mj: int, gpu: str = GPU) -> TelemetrySample:
     return TelemetrySample(gpu, t_ms, energy_mj, 300_000, 90, 60, 70)
 
 
-def terms(power_mw: int = 300_000, tariff: int = 120_000, gpu: str = GPU, gen="V100-SXM2"):
-    return LeaseTerms("lease-1", gpu, gen, 0, power_mw, tariff)
+def terms(power_mw: int = 300_000, gpus: tuple[str, ...] = (GPU,), start_ms: int = 0) -> dict:
+    """Ledger terms of a V100 lease at fra-1 (as ledger.terms checks them)."""
+    return {
+        "generation": "V100-SXM2",
+        "precision": "FP16",
+        "site": "fra-1",
+        "priority": 0,
+        "start_ms": start_ms,
+        "planned_ms": HOUR_MS,
+        "pue_milli": 1120,
+        "tariff_micro_per_kwh": 210_000,
+        "capacity_micro_per_gpu_hour": 400_000,
+        "attributed_power_mw": dict.fromkeys(gpus, power_mw),
+    }
 
 
-def test_settlement_amount_is_half_even_in_micro_units():
-    assert settlement_amount(MJ_PER_KWH, 0, 120_000) == 120_000  # 1 kWh over, at 0.12/kWh
-    assert settlement_amount(0, MJ_PER_KWH, 120_000) == -120_000  # 1 kWh under: a credit
-    assert settlement_amount(MJ_PER_KWH // 2, 0, 1) == 0  # 0.5 -> 0 (even)
-    assert settlement_amount(3 * MJ_PER_KWH // 2, 0, 1) == 2  # 1.5 -> 2 (even)
-    assert settlement_amount(0, MJ_PER_KWH // 2, 1) == 0  # -0.5 -> 0
-    assert settlement_amount(0, 3 * MJ_PER_KWH // 2, 1) == -2  # -1.5 -> -2
-    with pytest.raises(TypeError, match="measured_mj must be an int"):
-        settlement_amount(1.5, 0, 1)  # type: ignore[arg-type]
-
-
-def test_an_hour_at_the_priced_power_settles_to_zero():
+def test_an_interval_is_the_ledgers_line_from_the_terms():
     samples = [sample(t * 60_000, t * 60_000 * 300) for t in range(61)]  # 300 W for 1 h
-    record = settle_interval(terms(), samples, 0, HOUR_MS)
-    assert record.measured_mj == record.attributed_mj == 300 * 3600 * 1000
-    assert record.amount_micro == 0 and record.covered_ms == HOUR_MS
-
-
-def test_drawing_more_than_priced_is_owed_and_less_is_credited():
-    samples = [sample(0, 0), sample(HOUR_MS, 400 * 3600 * 1000)]  # drew 400 Wh
-    over = settle_interval(terms(power_mw=300_000), samples, 0, HOUR_MS)
-    assert over.difference_mj == 100 * 3600 * 1000
-    assert over.amount_micro == 12_000  # 0.1 kWh x 0.12 = 0.012
-    under = settle_interval(terms(power_mw=500_000), samples, 0, HOUR_MS)
-    assert under.amount_micro == -12_000
+    s = settle("lease-1", 0, terms(), samples, 0, HOUR_MS, final=True)
+    assert s.measured_mj == 300 * 3600 * 1000 and s.gpus[0].covered_ms == HOUR_MS
+    assert s.line == money.interval_line(money.Terms.of(terms()), 0, HOUR_MS, s.measured_mj)
+    request = s.request()
+    assert (request["interval_seq"], request["final"], request["total_micro"]) == (
+        0,
+        True,
+        s.line.total_micro,
+    )
 
 
 def test_counter_reset_starts_a_new_segment_and_never_goes_negative():
@@ -68,50 +66,55 @@ def test_counter_reset_starts_a_new_segment_and_never_goes_negative():
     assert m.covered_ms == 120_000  # the minute across the restart is unknown, not billed
 
 
-def test_telemetry_gap_is_neither_measured_nor_attributed():
+def test_telemetry_gap_is_not_measured_but_capacity_is_held():
     samples = [sample(0, 0), sample(HOUR_MS, 300 * 3600 * 1000)]
-    record = settle_interval(terms(), samples, 0, 2 * HOUR_MS)
-    assert record.covered_ms == HOUR_MS and record.amount_micro == 0
+    s = settle("lease-1", 0, terms(), samples, 0, 2 * HOUR_MS)
+    assert s.gpus[0].covered_ms == HOUR_MS and s.measured_mj == 300 * 3600 * 1000
+    assert s.line.capacity_micro == 2 * 400_000
 
 
-def test_record_digest_is_sha256_of_the_canonical_rows():
+def test_digest_is_sha256_of_the_canonical_rows_per_gpu():
     samples = [sample(0, 0), sample(1000, 300_000)]
-    record = settle_interval(terms(), samples, 0, 1000)
-    import hashlib
+    s = settle("lease-1", 0, terms(), samples, 0, 1000)
+    rows = "".join(",".join(str(v) for v in x.canonical()) + "\n" for x in samples)
+    per_gpu = hashlib.sha256(rows.encode()).hexdigest()
+    assert s.gpus[0].telemetry_sha256 == per_gpu
+    assert s.telemetry_digest == hashlib.sha256(f"{GPU}:{per_gpu}\n".encode()).hexdigest()
 
-    rows = "".join(",".join(str(v) for v in s.canonical()) + "\n" for s in samples)
-    assert record.telemetry_sha256 == hashlib.sha256(rows.encode()).hexdigest()
-    assert record.business_key == f"lease-1:{GPU}:0:1000"
 
-
-def test_other_gpus_samples_are_ignored():
+def test_other_gpus_samples_are_ignored_and_each_gpu_of_the_lease_counts():
     samples = [sample(0, 0), sample(1000, 300_000), sample(500, 10**9, gpu="GPU-other")]
-    assert settle_interval(terms(), samples, 0, 1000).samples == 2
+    assert settle("l", 0, terms(), samples, 0, 1000).gpus[0].samples == 2
+    both = terms(gpus=(GPU, "GPU-b"))
+    samples += [sample(0, 0, "GPU-b"), sample(1000, 2, "GPU-b")]
+    s = settle("l", 0, both, samples, 0, 1000)
+    assert [g.gpu for g in s.gpus] == [GPU, "GPU-b"] and s.measured_mj == 300_002
 
 
-def test_migration_settles_each_side_at_its_own_terms():
-    old, new = terms(gen="V100-SXM2"), terms(power_mw=700_000, gpu="GPU-bbbb", gen="H100")
-    samples = [sample(0, 0), sample(HOUR_MS, 10**9)]
-    samples += [sample(HOUR_MS, 0, "GPU-bbbb"), sample(2 * HOUR_MS, 2 * 10**9, "GPU-bbbb")]
-    first, second = settle_migration(old, new, samples, 0, HOUR_MS, 2 * HOUR_MS)
-    assert (first.generation, first.gpu, first.end_ms) == ("V100-SXM2", GPU, HOUR_MS)
-    assert (second.generation, second.gpu, second.start_ms) == ("H100", "GPU-bbbb", HOUR_MS)
-    assert second.attributed_mj == 700 * 3600 * 1000
-    with pytest.raises(SettlementError, match="outside"):
-        settle_migration(old, new, samples, 0, 3 * HOUR_MS, 2 * HOUR_MS)
+def test_interval_before_the_terms_is_refused():
+    with pytest.raises(SettlementError, match="bad interval"):
+        settle("l", 0, terms(start_ms=1000), [], 0, 2000)
 
 
-def test_terms_from_a_price_line_fold_pue_into_the_tariff():
-    t = terms_from_price_line(
-        "l", GPU, "L40S", 0, Decimal("385.0000"), Decimal("0.10"), Decimal("1.25")
+def test_terms_cap_derated_power_at_the_board_and_stretch_the_planned_time():
+    catalogue = load_catalogue()
+    card = load_rate_card()
+    hot = GpuCondition(GPU, "H100-SXM5-80GB", Decimal("1.12"), Decimal("0.21"), temp_c=Decimal(90))
+    price = Pricer(catalogue).price("FP16", 1, Decimal(10), [hot])
+    t = lease_terms(price, catalogue, card, site="fra-1", priority=0, start_ms=0)
+    assert t["attributed_power_mw"] == {GPU: 700_000}  # not 770 W
+    plain = Pricer(catalogue).price(
+        "FP16", 1, Decimal(10), [hot.__class__(GPU, hot.generation, hot.pue, hot.tariff_per_kwh)]
     )
-    assert (t.attributed_power_mw, t.tariff_micro_per_kwh) == (385_000, 125_000)
-
-
-def test_lease_settles_each_gpu():
-    samples = [sample(0, 0), sample(1000, 1), sample(0, 0, "GPU-b"), sample(1000, 2, "GPU-b")]
-    records = settle_lease([terms(gpu="GPU-b"), terms()], samples, 0, 1000)
-    assert [r.gpu for r in records] == ["GPU-aaaa", "GPU-b"]
+    cool = lease_terms(plain, catalogue, card, site="fra-1", priority=0, start_ms=0)
+    assert abs(t["planned_ms"] - cool["planned_ms"] * 11 // 10) <= 20  # x 1.1, to the quantum
+    assert (t["pue_milli"], t["tariff_micro_per_kwh"]) == (1120, 210_000)
+    assert (
+        lease_terms(price, catalogue, card, site="fra-1", priority=1, start_ms=0)[
+            "capacity_micro_per_gpu_hour"
+        ]
+        == 2_700_000
+    )
 
 
 @st.composite
@@ -130,34 +133,28 @@ def traces(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(traces(), st.integers(0, 2_000_000), st.integers(0, 500_000), st.data())
-def test_split_settlements_sum_exactly_to_measured_minus_attributed(trace, power, tariff, data):
-    t = terms(power_mw=power, tariff=tariff)
+@given(traces(), st.data())
+def test_split_measurements_sum_exactly_to_the_whole(trace, data):
     start, end = trace[0].t_ms, trace[-1].t_ms
     cuts = sorted(set(data.draw(st.lists(st.sampled_from([s.t_ms for s in trace]), max_size=5))))
     bounds = [start, *[c for c in cuts if start < c < end], end]
-    parts = [settle_interval(t, trace, a, b) for a, b in pairwise(bounds)]
-    whole = settle_interval(t, trace, start, end)
+    parts = [settle("l", i, terms(), trace, a, b) for i, (a, b) in enumerate(pairwise(bounds))]
+    whole = settle("l", 0, terms(), trace, start, end)
     assert sum(p.measured_mj for p in parts) == whole.measured_mj
-    assert sum(p.attributed_mj for p in parts) == whole.attributed_mj
-    assert sum(p.difference_mj for p in parts) == whole.measured_mj - whole.attributed_mj
-    for p in parts:
-        assert p.difference_mj == p.measured_mj - p.attributed_mj
-        assert p.amount_micro == settlement_amount(p.measured_mj, p.attributed_mj, tariff)
-    # Money is rounded per record: the parts differ from the whole by at most half a
-    # micro-unit each.
-    assert abs(sum(p.amount_micro for p in parts) - whole.amount_micro) <= len(parts)
+    assert sum(p.line.capacity_micro for p in parts) == whole.line.capacity_micro
+    assert sum(p.line.priced_energy_micro for p in parts) == whole.line.priced_energy_micro
+    assert all(p.line.total_micro >= 0 for p in parts)
 
 
 @settings(max_examples=200, deadline=None)
 @given(traces(), st.randoms(use_true_random=False))
 def test_replaying_the_same_telemetry_yields_the_same_settlement(trace, rng):
-    first = settle_interval(terms(), trace, trace[0].t_ms, trace[-1].t_ms)
+    first = settle("l", 0, terms(), trace, trace[0].t_ms, trace[-1].t_ms)
     shuffled = list(trace)
     rng.shuffle(shuffled)
-    again = settle_interval(terms(), shuffled, trace[0].t_ms, trace[-1].t_ms)
+    again = settle("l", 0, terms(), shuffled, trace[0].t_ms, trace[-1].t_ms)
     assert again == first
-    assert first.telemetry_sha256 == telemetry_digest(trace)
+    assert first.gpus[0].telemetry_sha256 == telemetry_digest(trace)
 
 
 @settings(max_examples=300, deadline=None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
-from decimal import Decimal
 
 import pytest
 from rest_framework.test import APIClient
@@ -16,7 +15,7 @@ from attest.agent.tpm import Agent
 from attest.swtpm import LocalCA, start_node_tpm
 from webapp.attestation import service
 from webapp.attestation.models import Attestation
-from webapp.core.seed import gpu_uuid
+from webapp.core.seed import SITES, gpu_uuid
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
 from webapp.outbox.ledger import close_ledger_client, ledger_client
@@ -35,7 +34,8 @@ class Fleet:
 @pytest.fixture
 def fleet(db) -> Fleet:
     sync_catalogue()
-    site = Site.objects.create(name="test-site", pue=Decimal("1.2"), tariff_micro_per_kwh=200_000)
+    name, pue, tariff = SITES[0]  # a rate card site: the ledger checks lease terms against it
+    site = Site.objects.create(name=name, pue=pue, tariff_micro_per_kwh=tariff)
     policy = PcrPolicy.objects.create(
         name="test-policy", pcrs={"sha256": {"0": None, "2": None, "7": None}}
     )

@@ -7,41 +7,34 @@ from decimal import Decimal
 
 import pytest
 
+from scheduler.api import settle
+from tests.ledger.helpers import A100, lease_terms
+from tests.webapp.helpers import line, place
 from webapp.core.models import AuditEvent
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
 from webapp.outbox.models import OutboxEntry
 
 ACTOR = "test"
-SETTLEMENT = actions.SettlementInput(
-    generation="A100-SXM4-80GB",
-    attributed_energy_mj=1_000_000,
-    measured_energy_mj=1_200_000,
-    tariff_micro_per_kwh=200_000,
-    amount_micro=11,
-    telemetry_digest="ab" * 32,
+# a line for a lease that never had terms: the state machine refuses before it is read
+UNPLACED_LINE = settle(
+    "never-placed", 0, lease_terms(["GPU-x"], generation=A100, start_ms=0), [], 0, 0
 )
 
 
 def do(target: str, lease: Lease, gpus) -> Lease:
     """Ask for `target` through the one action that leads there."""
     if target == states.PLACED:
-        return actions.place_lease(
-            lease,
-            gpus[: lease.gpu_count],
-            price={"total": "1.00"},
-            price_total_micro=1_000_000,
-            attributed_energy_mj=1_000_000,
-            attestations=[],
-            actor=ACTOR,
-        )
+        return place(lease, gpus[: lease.gpu_count], [])
     simple = {
         states.ACTIVE: lambda: actions.activate_lease(lease, actor=ACTOR),
         states.ENDING: lambda: actions.end_lease(lease, actor=ACTOR),
         states.PREEMPTED: lambda: actions.preempt_lease(lease, reason="priority", actor=ACTOR),
         states.FAILED: lambda: actions.fail_lease(lease, reason="node failed", actor=ACTOR),
         states.CANCELLED: lambda: actions.cancel_lease(lease, reason="changed mind", actor=ACTOR),
-        states.SETTLED: lambda: actions.settle_lease(lease, [SETTLEMENT], actor=ACTOR),
+        states.SETTLED: lambda: actions.settle_lease(
+            lease, [line(lease) if lease.terms else UNPLACED_LINE], actor=ACTOR
+        ),
     }
     return simple[target]()
 

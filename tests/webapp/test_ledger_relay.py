@@ -4,14 +4,16 @@ contract), receipts come back to the domain rows, and `ledger_verify` audits the
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from decimal import Decimal
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from ledger.money import settlement_amount
 from ledger.receipt import verify_receipt
+from tests.webapp.helpers import line
+from tests.webapp.helpers import place as place_at_terms
 from webapp.attestation.models import Attestation
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
@@ -26,15 +28,7 @@ def place(tenant, gpus, attestations) -> Lease:
     lease = actions.request_lease(
         tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
     )
-    return actions.place_lease(
-        lease,
-        gpus,
-        price={},
-        price_total_micro=5_000_000,
-        attributed_energy_mj=7_200_000_000,
-        attestations=attestations,
-        actor=ACTOR,
-    )
+    return place_at_terms(lease, gpus, attestations)
 
 
 def test_attestation_lease_and_settlement_reach_the_ledger(fleet, tenant, attested_node, ledger):
@@ -43,14 +37,14 @@ def test_attestation_lease_and_settlement_reach_the_ledger(fleet, tenant, attest
     assert relay_once(ledger) == {"done": 1}
     actions.activate_lease(lease, actor=ACTOR)
     actions.end_lease(lease, actor=ACTOR)
-    interval = _interval()
-    amount = interval.amount_micro
+    interval = line(lease, watts=300)
+    amount = interval.line.total_micro
     actions.settle_lease(lease, [interval], actor=ACTOR)
     assert relay_once(ledger) == {"done": 2}  # EndLease, Settle
     assert Settlement.objects.get(lease=lease).ledger_tx
     assert set(OutboxEntry.objects.values_list("status", flat=True)) == {OutboxEntry.DONE}
     on_chain = ledger.evaluate("GetSettlements", f'{{"lease_id": "{lease.ledger_id}"}}')
-    assert str(amount) in on_chain.decode()
+    assert [s["total_micro"] for s in json.loads(on_chain)] == [amount]
     call_command("ledger_verify")
 
 
@@ -140,7 +134,7 @@ def test_rows_about_one_lease_commit_in_order_within_one_relay_pass(
     assert relay_once(ledger) == {"done": 1}
     actions.activate_lease(lease, actor=ACTOR)
     actions.end_lease(lease, actor=ACTOR)
-    actions.settle_lease(lease, [_interval()], actor=ACTOR)
+    actions.settle_lease(lease, [line(lease)], actor=ACTOR)
     again = place(tenant, fleet.gpus[:2], [attested_node])  # the GPUs EndLease frees
     assert relay_once(ledger) == {"done": 3}  # EndLease, Settle, CreateLease: none refused
     (end,), (settle,) = _blocks("EndLease"), _blocks("Settle")
@@ -169,17 +163,6 @@ def test_a_later_row_never_overtakes_a_waiting_one_about_the_same_lease(
     OutboxEntry.objects.update(next_attempt=None)
     assert relay_once(ledger) == {"done": 2}
     assert _blocks("CreateLease")[0] < _blocks("EndLease")[0]
-
-
-def _interval() -> actions.SettlementInput:
-    return actions.SettlementInput(
-        generation="A100-SXM4-80GB",
-        attributed_energy_mj=7_200_000_000,
-        measured_energy_mj=8_000_000_000,
-        tariff_micro_per_kwh=200_000,
-        amount_micro=settlement_amount(8_000_000_000, 7_200_000_000, 200_000),
-        telemetry_digest="ab" * 32,
-    )
 
 
 def test_which_rows_must_wait_for_each_other():

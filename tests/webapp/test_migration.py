@@ -135,3 +135,124 @@ def test_migration_to_the_same_generation_is_refused(fleet, tenant, owner, agent
     )
     assert refused.status_code == 400
     assert Lease.objects.get(pk=lease.pk).settlements.count() == 0
+
+
+def _roots(path) -> str:
+    """The channel's root certificates as an auditor gets them: from the organisations (here
+    read from their ledger's genesis block), never from the receipt under audit."""
+    from ledger.audit import _Chain
+    from ledger.genesis import read_config
+
+    return "".join(read_config(_Chain(path))["ca_certs"].values())
+
+
+def _run_audit(tmp_path, bill: dict, receipts, roots: str, readings) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    (tmp_path / "bill.json").write_text(json.dumps(bill))
+    (tmp_path / "roots.pem").write_text(roots)
+    command = [sys.executable, "-m", "ledger", "audit-bill", str(tmp_path / "bill.json")]
+    command += ["--receipts", str(receipts), "--trust", str(tmp_path / "roots.pem")]
+    done = subprocess.run(
+        [*command, "--readings", str(readings)],
+        capture_output=True,
+        text=True,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
+    fleet, tenant, agent, api, owner, ledger, h100_node, settings, tmp_path
+):
+    import time
+
+    from ledger.engine import EmbeddedLedger
+    from scheduler.telemetry.sample import TelemetrySample as Sample
+    from webapp.fleet.telemetry import record_samples
+
+    ak = enrol(agent, api)
+    set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
+    assert attest_once(agent, api, ak)["valid"]
+    relay_once(ledger)
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(2), actor=ACTOR
+    )
+    place_requested(actor=ACTOR)
+    lease.refresh_from_db()
+    before = list(lease.gpus.all())
+    first = before[0].generation.catalogue_id
+    target = "A100-SXM4-80GB" if first == "H100-SXM5-80GB" else "H100-SXM5-80GB"
+    relay_once(ledger)
+    actions.activate_lease(lease, actor=ACTOR)
+
+    def draw(gpus, from_ms: int) -> None:  # two counter readings per GPU, 300 W apart
+        record_samples(
+            Sample(g.uuid, from_ms + dt, 10**6 + dt * 300, 300_000, 90, 50, 60)
+            for g in gpus
+            for dt in (1, 3)
+        )
+
+    draw(before, lease.terms["start_ms"])
+    time.sleep(0.02)
+    moved = owner.client.post(
+        f"/api/leases/{lease.pk}/migrate/", {"generation": target}, format="json"
+    )
+    assert moved.status_code == 200, moved.content
+    lease.refresh_from_db()
+    after = list(lease.gpus.all())
+    draw(after, lease.terms["start_ms"])
+    time.sleep(0.02)
+    actions.end_lease(lease, actor=ACTOR)
+    settle_closed(actor=ACTOR)
+    relay_once(ledger)
+    assert not OutboxEntry.objects.exclude(status=OutboxEntry.DONE).exists()
+
+    bill = owner.client.get("/api/bills/").json()
+    assert [(line["seq"], line["generation"]) for line in bill["lines"]] == [
+        (0, first),
+        (1, target),
+    ]
+    assert all(line["measured_energy_mj"] == 2 * 2 * 300 for line in bill["lines"])
+    receipts, readings = tmp_path / "receipts", tmp_path / "readings"
+    receipts.mkdir()
+    receipt = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    (receipts / f"{lease.ledger_id}.json").write_text(receipt.content.decode())
+    (readings / str(lease.ledger_id)).mkdir(parents=True)
+    for line, gpus in zip(bill["lines"], (before, after), strict=True):
+        served = owner.client.get(line["evidence"]["readings"])  # the tenant's own readings
+        assert served.status_code == 200 and served["Content-Type"] == "text/csv"
+        text = served.content.decode()
+        assert {row.split(",")[1] for row in text.splitlines()} == {g.uuid for g in gpus}
+        (readings / str(lease.ledger_id) / f"{line['seq']}.csv").write_text(text)
+    roots = _roots(settings.LEDGER_PATH)
+
+    code, out = _run_audit(tmp_path, bill, receipts, roots, readings)
+    assert code == 0, out
+    assert "2 of 2 lines hold" in out
+
+    # one amount in the bill altered: that line, and only it, fails
+    forged = json.loads(json.dumps(bill))
+    forged["lines"][1]["total_micro"] += 1
+    code, out = _run_audit(tmp_path, forged, receipts, roots, readings)
+    assert code == 1 and "line 1: FAIL: total_micro" in out and "line 0: OK" in out, out
+
+    # one reading altered: the line it belongs to fails on its digest and its energy
+    path = readings / str(lease.ledger_id) / "0.csv"
+    rows = path.read_text().splitlines()
+    fields = rows[-1].split(",")
+    fields[2] = str(int(fields[2]) + 1)
+    path.write_text("\n".join([*rows[:-1], ",".join(fields)]) + "\n")
+    code, out = _run_audit(tmp_path, bill, receipts, roots, readings)
+    assert code == 1 and "line 0: FAIL: readings hash to" in out and "line 1: OK" in out, out
+    path.write_text("".join(r + "\n" for r in rows))
+
+    # another channel's roots: no line of this bill holds, however well it is signed
+    other = EmbeddedLedger.open(tmp_path / "other.sqlite")
+    other.close()
+    code, out = _run_audit(tmp_path, bill, receipts, _roots(tmp_path / "other.sqlite"), readings)
+    assert code == 1 and out.count("is not among the trusted roots") >= 2, out
+
+    # unusable input: exit 2
+    code, out = _run_audit(tmp_path, bill, receipts, "not a certificate", readings)
+    assert code == 2 and "--trust" in out

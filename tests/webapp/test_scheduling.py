@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from ledger.money import settlement_amount
+from ledger import money
+from ledger.terms import DEPLOYED as RATE_CARD
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from webapp.fleet.models import Node
 from webapp.fleet.telemetry import record_samples
@@ -35,7 +36,9 @@ def test_requests_are_placed_and_priced_on_attested_gpus(fleet, tenant, attested
     lease.refresh_from_db()
     assert lease.state == states.PLACED
     assert lease.price["precision"] == "FP16" and len(lease.price["lines"]) == 2
-    assert lease.price_total_micro == int(Decimal(lease.price["total"]) * 1_000_000) > 0
+    assert lease.terms["site"] == "fra-1" and lease.terms["generation"] == "A100-SXM4-80GB"
+    assert set(lease.terms["attributed_power_mw"].values()) <= {400_000}  # <= board power
+    assert lease.price_total_micro == money.Terms.of(lease.terms).quote() > 0
     assert list(lease.attestations.all()) == [attested_node]
 
 
@@ -57,14 +60,22 @@ def test_higher_priority_preempts_and_the_preempted_lease_is_kept(fleet, tenant,
     plan = place_requested(actor=ACTOR)
     assert [p.lease for p in plan.preempted] == [str(low.pk)]
     assert Lease.objects.get(pk=low.pk).state == states.PREEMPTED
-    assert Lease.objects.get(pk=high.pk).state == states.PLACED
+    high = Lease.objects.get(pk=high.pk)
+    assert high.state == states.PLACED
+    # a priority is paid for: the premium on every GPU-hour the preempting lease holds
+    rate = RATE_CARD.capacity_micro_per_gpu_hour["A100-SXM4-80GB"]
+    premium = RATE_CARD.priority_premium_micro_per_gpu_hour
+    assert high.terms["capacity_micro_per_gpu_hour"] == rate + premium
+    assert Lease.objects.get(pk=low.pk).terms["capacity_micro_per_gpu_hour"] == rate
 
 
-def test_settlement_compares_measured_telemetry_with_the_priced_power(fleet, tenant, attested_node):
+def test_settlement_is_the_schedulers_line_from_the_terms_and_telemetry(
+    fleet, tenant, attested_node
+):
     lease = request(tenant)
     place_requested(actor=ACTOR)
     lease = actions.activate_lease(Lease.objects.get(pk=lease.pk), actor=ACTOR)
-    start_ms = int(lease.started.timestamp() * 1000)
+    start_ms = lease.terms["start_ms"]
     gpus = list(lease.gpus.all())
     # every GPU draws 500 W for 60 s, one sample per second
     record_samples(
@@ -74,12 +85,9 @@ def test_settlement_compares_measured_telemetry_with_the_priced_power(fleet, ten
     )
     lease.ended = datetime.fromtimestamp((start_ms + 60_000) / 1000, tz=UTC)
     lease.save()
-    settlement = settlement_of(lease)
-    assert settlement.measured_energy_mj == 2 * 60 * 500_000
-    powers = [Decimal(line["attributed_power_w"]) for line in lease.price["lines"]]
-    assert settlement.attributed_energy_mj == sum(int(p * 1000) * 60 for p in powers)
-    assert settlement.amount_micro == settlement_amount(
-        settlement.measured_energy_mj,
-        settlement.attributed_energy_mj,
-        settlement.tariff_micro_per_kwh,
+    settlement = settlement_of(lease, final=True)
+    assert settlement.measured_mj == 2 * 60 * 500_000
+    assert settlement.line == money.interval_line(
+        money.Terms.of(lease.terms), start_ms, start_ms + 60_000, settlement.measured_mj
     )
+    assert settlement.line.settlement_micro > 0  # 500 W drawn, 400 W priced

@@ -9,14 +9,15 @@ from decimal import Decimal
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from ledger.terms import DEPLOYED as RATE_CARD
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
 from webapp.tenancy.models import ApiKey, Tenant
 
+# name, PUE, tariff (micro-units per kWh): the rate card's sites, which the ledger checks
 SITES = [
-    # name, PUE, tariff (micro-units per kWh)
-    ("fra-1 (liquid cooled)", Decimal("1.12"), 210_000),
-    ("ams-2 (air cooled)", Decimal("1.45"), 185_000),
+    (site["name"], Decimal(site["pue_milli"]) / 1000, site["tariff_micro_per_kwh"])
+    for site in RATE_CARD.sites.values()
 ]
 # node name, site index, generation, GPU count: 40 GPUs of four generations on 5 nodes
 NODES = [

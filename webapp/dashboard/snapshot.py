@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from decimal import Decimal
 from typing import Any
 
 from django.db.models import Avg, Count, Q, Sum
 from django.utils import timezone
 
+from ledger.money import from_micro
 from webapp.dashboard import capacity
 from webapp.fleet.models import GPU, Node, TelemetrySample
-from webapp.leasing import states
+from webapp.leasing import bills, states
 from webapp.leasing.models import Lease, Settlement
 from webapp.outbox.models import OutboxEntry
 
 UTILISATION_WINDOW = timedelta(minutes=10)
 RECENT_LEASES = 12
-MICRO = Decimal(1_000_000)  # money is stored in micro-units of the currency
 RECENT_LEDGER_TXS = 10
 
 
@@ -90,7 +89,7 @@ def leases() -> dict[str, Any]:
             "precision": lease.precision,
             "price": None
             if lease.price_total_micro is None
-            else str(Decimal(lease.price_total_micro) / MICRO),
+            else str(from_micro(lease.price_total_micro)),
         }
         for lease in Lease.objects.select_related("tenant")[:RECENT_LEASES]
     ]
@@ -98,19 +97,22 @@ def leases() -> dict[str, Any]:
 
 
 def cost_by_tenant() -> list[dict[str, Any]]:
-    rows = (
+    """Per tenant: what its leases were quoted, and what it was billed (the sum of its bill
+    lines, webapp.leasing.bills)."""
+    quoted = dict(
         Lease.objects.filter(price_total_micro__isnull=False)
-        .values("tenant__name")
-        .annotate(priced=Sum("price_total_micro"), settled=Sum("settlements__amount_micro"))
-        .order_by("tenant__name")
+        .values_list("tenant__name")
+        .annotate(quoted=Sum("price_total_micro"))
+        .order_by()
     )
+    billed = bills.totals_by_tenant()
     return [
         {
-            "tenant": r["tenant__name"],
-            "priced_micro": r["priced"] or 0,
-            "settled_micro": r["settled"] or 0,
+            "tenant": name,
+            "priced_micro": quoted.get(name, 0),
+            "billed_micro": billed.get(name, 0),
         }
-        for r in rows
+        for name in sorted(set(quoted) | set(billed))
     ]
 
 

@@ -1,4 +1,4 @@
-"""Copy the versioned generation catalogue (scheduler/data) into the database."""
+"""Copy the versioned generation catalogue (ledger/data) into the database."""
 
 from __future__ import annotations
 

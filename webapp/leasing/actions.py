@@ -4,7 +4,6 @@ row, the outbox rows the ledger needs, and dashboard events after commit."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -12,6 +11,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from ledger import money
+from scheduler.api import IntervalSettlement
 from webapp.attestation.models import Attestation
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet.models import GPU
@@ -30,16 +31,6 @@ class LeaseError(Exception):
 
 class GpuUnavailable(LeaseError):
     pass
-
-
-@dataclass(frozen=True)
-class SettlementInput:
-    generation: str
-    attributed_energy_mj: int
-    measured_energy_mj: int
-    tariff_micro_per_kwh: int
-    amount_micro: int
-    telemetry_digest: str
 
 
 def request_lease(
@@ -121,13 +112,13 @@ def place_lease(
     gpus: Sequence[GPU],
     *,
     price: dict[str, Any],
-    price_total_micro: int,
-    attributed_energy_mj: int,
+    terms: dict[str, Any],
     attestations: Sequence[Attestation],
     actor: str,
 ) -> Lease:
-    """Put the lease on `gpus`, relying on `attestations` (the latest good quote of each
-    node involved), which the ledger re-checks for freshness when it records the lease."""
+    """Put the lease on `gpus` at `terms` (the ledger's lease terms, which it re-checks),
+    relying on `attestations` (the latest good quote of each node involved), which the
+    ledger re-checks for freshness when it records the lease."""
     with transaction.atomic():
         _claim_gpus(lease, gpus)
         lease = _transition(
@@ -135,8 +126,8 @@ def place_lease(
             states.PLACED,
             actor,
             price=price,
-            price_total_micro=price_total_micro,
-            attributed_energy_mj=attributed_energy_mj,
+            terms=terms,
+            price_total_micro=money.Terms.of(terms).quote(),
             reason="",  # no longer waiting
         )
         lease.gpus.set(gpus)
@@ -179,14 +170,29 @@ def cancel_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
         return _transition(lease.pk, states.CANCELLED, actor, reason=reason)
 
 
-def _record_settlement(lease: Lease, interval: SettlementInput) -> Settlement:
+def _record_settlement(lease: Lease, interval: IntervalSettlement) -> Settlement:
+    """Store the scheduler's bill line as it is and queue it for the ledger."""
     seq = lease.settlements.count()  # intervals settled at earlier migrations come first
-    settlement = Settlement.objects.create(lease=lease, seq=seq, **asdict(interval))
+    if interval.seq != seq:
+        raise LeaseError(f"lease {lease.pk}: line {interval.seq} is not the next ({seq})")
+    request = interval.request()
+    settlement = Settlement.objects.create(
+        lease=lease,
+        seq=seq,
+        generation=interval.generation,
+        start_ms=interval.start_ms,
+        end_ms=interval.end_ms,
+        final=interval.final,
+        measured_energy_mj=interval.measured_mj,
+        telemetry_digest=interval.telemetry_digest,
+        gpus=[g.gpu for g in interval.gpus],
+        **{k: request[k] for k in records.SETTLEMENT_FIGURES},
+    )
     records.settlement_made(settlement)
     return settlement
 
 
-def settle_lease(lease: Lease, intervals: Sequence[SettlementInput], *, actor: str) -> Lease:
+def settle_lease(lease: Lease, intervals: Sequence[IntervalSettlement], *, actor: str) -> Lease:
     """Close the lease, settling what is left: the interval since it started or since its
     last migration (intervals before a migration were settled when it moved)."""
     if not intervals:
@@ -202,10 +208,9 @@ def migrate_lease(
     lease: Lease,
     gpus: Sequence[GPU],
     *,
-    settled_before: SettlementInput,
+    settled_before: IntervalSettlement,
     price: dict[str, Any],
-    price_total_micro: int,
-    attributed_energy_mj: int,
+    terms: dict[str, Any],
     attestations: Sequence[Attestation],
     moved_at: datetime,
     actor: str,
@@ -224,8 +229,8 @@ def migrate_lease(
         lease.gpus.set(gpus)
         lease.attestations.set(attestations)
         lease.price = price
-        lease.price_total_micro = (lease.price_total_micro or 0) + price_total_micro
-        lease.attributed_energy_mj = attributed_energy_mj
+        lease.terms = terms  # from the move on; the line before it kept the old terms
+        lease.price_total_micro = (lease.price_total_micro or 0) + money.Terms.of(terms).quote()
         lease.interval_started = moved_at  # where `settled_before` ended
         lease.save()
         audit(actor, "lease.migrated", lease, to=sorted(g.uuid for g in gpus))

@@ -43,9 +43,10 @@ class SettlementAdmin(admin.ModelAdmin):
         "lease",
         "seq",
         "generation",
-        "attributed_energy_mj",
+        "capacity_micro",
         "measured_energy_mj",
-        "amount_micro",
+        "settlement_micro",
+        "total_micro",
         "ledger_tx",
     )
     list_filter = ("generation",)

@@ -33,8 +33,12 @@ class Lease(models.Model):
         help_text="the quotes the lease was placed on",
     )
     price = models.JSONField(default=dict, blank=True, help_text="the pricing breakdown")
-    price_total_micro = models.BigIntegerField(null=True, blank=True)
-    attributed_energy_mj = models.BigIntegerField(null=True, blank=True)
+    terms = models.JSONField(
+        default=dict, blank=True, help_text="the lease terms in force, as the ledger records them"
+    )
+    price_total_micro = models.BigIntegerField(
+        null=True, blank=True, help_text="the quotes: capacity + planned energy (docs/billing.md)"
+    )
     reason = models.TextField(blank=True, help_text="why it was cancelled, preempted or failed")
     created = models.DateTimeField(auto_now_add=True)
     state_changed = models.DateTimeField(auto_now_add=True)
@@ -55,19 +59,30 @@ class Lease(models.Model):
 
 
 class Settlement(models.Model):
-    """The difference between the energy a lease was priced at and the energy it drew, for
-    one interval (a migration closes one interval and opens the next), priced."""
+    """One bill line: an interval of a lease (a migration closes one and opens the next),
+    as the scheduler computed it and the ledger's contract re-checked it (docs/billing.md)."""
 
     lease = models.ForeignKey(Lease, on_delete=models.PROTECT, related_name="settlements")
     seq = models.PositiveSmallIntegerField()
     generation = models.CharField(max_length=50)
-    attributed_energy_mj = models.BigIntegerField()
-    measured_energy_mj = models.BigIntegerField()
+    start_ms = models.BigIntegerField()
+    end_ms = models.BigIntegerField()
+    final = models.BooleanField(default=False, help_text="the lease's last line")
+    measured_energy_mj = models.BigIntegerField(help_text="GPU energy measured, all GPUs")
     tariff_micro_per_kwh = models.PositiveBigIntegerField()
-    amount_micro = models.BigIntegerField(help_text="(measured - attributed) × tariff")
+    pue_milli = models.PositiveIntegerField()
+    capacity_micro_per_gpu_hour = models.PositiveBigIntegerField()
+    capacity_micro = models.BigIntegerField(help_text="GPU-hours held x rate")
+    priced_energy_micro = models.BigIntegerField(help_text="the interval's prepaid energy")
+    measured_energy_micro = models.BigIntegerField(help_text="measured energy x PUE x tariff")
+    settlement_micro = models.BigIntegerField(help_text="measured - priced energy")
+    total_micro = models.BigIntegerField(help_text="capacity + measured energy")
     telemetry_digest = models.CharField(max_length=64)
+    gpus = models.JSONField(default=list, help_text="the GPU uuids the line measured")
     created = models.DateTimeField(auto_now_add=True)
     ledger_tx = models.CharField(max_length=100, blank=True)
+    ledger_block = models.BigIntegerField(null=True, blank=True)
+    validation_code = models.CharField(max_length=40, blank=True)
 
     class Meta:
         ordering = ["lease", "seq"]
@@ -76,4 +91,4 @@ class Settlement(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"settlement {self.lease_id}#{self.seq}: {self.amount_micro} µ"
+        return f"bill line {self.lease_id}#{self.seq}: {self.total_micro} µ"

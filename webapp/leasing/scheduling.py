@@ -4,15 +4,17 @@ computed by the scheduler from stored telemetry. No pricing or settlement arithm
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from ledger.money import settlement_amount
+from django.utils import timezone
+
+from ledger.money import MS_PER_HOUR, from_micro
+from ledger.terms import DEPLOYED as RATE_CARD
 from scheduler import api as scheduler
-from scheduler.settlement import terms_from_price_line
+from scheduler.catalogue import load_catalogue
 from webapp.attestation.models import Attestation
 from webapp.fleet.models import GPU, Node, Site
 from webapp.fleet.telemetry import latest_by_gpu, samples_between
@@ -21,7 +23,6 @@ from webapp.leasing.models import Lease
 
 log = logging.getLogger(__name__)
 
-MICRO = Decimal(1_000_000)
 LOADED_UTIL_PCT = 50  # only a reading under load tells what the GPU draws when working
 
 
@@ -65,7 +66,7 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
         {
             "id": str(s.pk),
             "pue": str(s.pue),
-            "tariff_per_kwh": str(Decimal(s.tariff_micro_per_kwh) / MICRO),
+            "tariff_per_kwh": str(from_micro(s.tariff_micro_per_kwh)),
         }
         for s in Site.objects.all()
     ]
@@ -90,14 +91,25 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
 
 
 def _terms(
-    placement: scheduler.Placement, gpus: list[GPU], attested: dict[int, Attestation]
+    placement: scheduler.Placement,
+    lease: Lease,
+    gpus: list[GPU],
+    attested: dict[int, Attestation],
+    start: datetime,
 ) -> dict[str, Any]:
-    """What a lease records from a placement: the price breakdown, its total in micro-units,
-    the attributed energy, and the good quote of each node it runs on."""
+    """What a lease records from a placement: the price breakdown, the ledger terms built
+    from it and the rate card (from `start` on), and the good quote of each node it runs on."""
+    terms = scheduler.lease_terms(
+        placement.price,
+        load_catalogue(),
+        RATE_CARD,
+        site=RATE_CARD.site_code(gpus[0].node.site.name),
+        priority=lease.priority,
+        start_ms=int(start.timestamp() * 1000),
+    )
     return {
         "price": placement.price.as_dict(),
-        "price_total_micro": int(placement.price.total * MICRO),
-        "attributed_energy_mj": placement.price.energy_attributed_mj,
+        "terms": terms,
         "attestations": sorted({attested[g.node_id] for g in gpus}, key=lambda a: a.pk),
     }
 
@@ -114,10 +126,12 @@ def place_requested(*, actor: str) -> scheduler.Plan:
         g.uuid: g
         for g in GPU.objects.filter(uuid__in=[uuid for p in plan.placements for uuid in p.gpus])
     }
+    now = timezone.now()
     for placement in plan.placements:
         lease = Lease.objects.get(pk=int(placement.job))
         gpus = [by_uuid[uuid] for uuid in placement.gpus]
-        actions.place_lease(lease, gpus, **_terms(placement, gpus, attested), actor=actor)
+        terms = _terms(placement, lease, gpus, attested, now)
+        actions.place_lease(lease, gpus, **terms, actor=actor)
     for unplaced in plan.unplaced:
         Lease.objects.filter(pk=int(unplaced.job), state=states.REQUESTED).update(
             reason=f"waiting: {unplaced.reason}"
@@ -125,47 +139,24 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     return plan
 
 
-def settlement_of(lease: Lease, until: datetime | None = None) -> actions.SettlementInput:
-    """The settlement of the lease's open interval (since it started, or since its last
-    migration) up to `until` (default: when it ended), from its price lines and its GPUs'
-    telemetry: measured vs attributed energy, summed over its GPUs, priced once."""
-    end_ms = int((until or lease.ended).timestamp() * 1000)
-    opened = lease.interval_started or lease.started
-    # a lease preempted before it started drew nothing: an empty interval settles to zero
-    start_ms = int(opened.timestamp() * 1000) if opened else end_ms
+def settlement_of(
+    lease: Lease, until: datetime | None = None, *, final: bool = False
+) -> scheduler.IntervalSettlement:
+    """The scheduler's settlement of the lease's open interval (from the end of its last
+    line, or the start of its terms) up to `until` (default: when it ended), measured from
+    its GPUs' stored telemetry. Stored and relayed as it is; nothing is recomputed here."""
+    last = lease.settlements.order_by("-seq").first()
+    start_ms = last.end_ms if last else lease.terms["start_ms"]
+    end_ms = max(start_ms, int((until or lease.ended).timestamp() * 1000))
     gpus = list(lease.gpus.all())
-    lines = lease.price["lines"]
-    terms = [
-        terms_from_price_line(
-            str(lease.ledger_id),
-            line["gpu"],
-            line["generation"],
-            start_ms,
-            Decimal(line["attributed_power_w"]),
-            Decimal(line["tariff_per_kwh"]),
-            Decimal(line["pue"]),
-        )
-        for line in lines
-    ]
-    records = scheduler.settle_lease(
-        terms, samples_between(gpus, start_ms, end_ms), start_ms, end_ms
-    )
-    tariffs = {r.tariff_micro_per_kwh for r in records}
-    if len(tariffs) != 1:  # the scheduler keeps a lease on one site, so one tariff
-        raise actions.LeaseError(f"lease {lease.pk} spans tariffs {sorted(tariffs)}")
-    tariff = tariffs.pop()
-    measured = sum(r.measured_mj for r in records)
-    attributed = sum(r.attributed_mj for r in records)
-    digest = hashlib.sha256(
-        "".join(f"{r.gpu}:{r.telemetry_sha256}\n" for r in records).encode()
-    ).hexdigest()
-    return actions.SettlementInput(
-        generation=records[0].generation,
-        attributed_energy_mj=attributed,
-        measured_energy_mj=measured,
-        tariff_micro_per_kwh=tariff,
-        amount_micro=settlement_amount(measured, attributed, tariff),
-        telemetry_digest=digest,
+    return scheduler.settle(
+        str(lease.ledger_id),
+        lease.settlements.count(),
+        lease.terms,
+        samples_between(gpus, start_ms, end_ms),
+        start_ms,
+        end_ms,
+        final=final,
     )
 
 
@@ -180,7 +171,7 @@ def settle_closed(*, actor: str) -> int:
     )
     for lease in closing:
         try:
-            actions.settle_lease(lease, [settlement_of(lease)], actor=actor)
+            actions.settle_lease(lease, [settlement_of(lease, final=True)], actor=actor)
             done += 1
         except Exception:
             log.exception("could not settle lease %s", lease.pk)
@@ -190,11 +181,9 @@ def settle_closed(*, actor: str) -> int:
 def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     """Move an active lease to free, attested GPUs of `generation`, chosen and priced by the
     scheduler for the work that is left; the interval so far is settled at the old terms."""
-    from django.utils import timezone
-
     data, attested = build_plan_input()
     elapsed_h = Decimal((timezone.now() - lease.interval_started).total_seconds()) / 3600
-    planned_h = Decimal(lease.price["lines"][0]["gpu_hours"])
+    planned_h = Decimal(lease.terms["planned_ms"]) / MS_PER_HOUR
     done = min(Decimal(1), elapsed_h / planned_h) if planned_h > 0 else Decimal(1)
     remaining = max(Decimal("0.01"), (lease.hours * (1 - done)).quantize(Decimal("0.01")))
     data["gpus"] = [g for g in data["gpus"] if g["generation"] == generation]
@@ -221,7 +210,7 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
         lease,
         gpus,
         settled_before=settlement_of(lease, until=now),
-        **_terms(placement, gpus, attested),
+        **_terms(placement, lease, gpus, attested, now),
         moved_at=now,
         actor=actor,
     )

@@ -39,7 +39,11 @@ def committed(entry: OutboxEntry, receipt: Receipt) -> None:
     elif entry.function == "Settle":
         Settlement.objects.filter(
             lease__ledger_id=args["lease_id"], seq=args["interval_seq"]
-        ).update(ledger_tx=receipt.tx_id)
+        ).update(
+            ledger_tx=receipt.tx_id,
+            ledger_block=receipt.block_number,
+            validation_code=receipt.validation_code,
+        )
 
 
 def rejected(entry: OutboxEntry, message: str) -> None:

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger import billing
 from webapp.outbox.hooks import ATTESTATION_REFS
 from webapp.outbox.models import OutboxEntry
+
+# Settlement fields the Settle arguments carry under the same names
+SETTLEMENT_FIGURES = billing.CLAIMED_RATES + billing.CLAIMED_AMOUNTS
 
 
 def enqueue(business_key: str, function: str, args: dict[str, Any]) -> OutboxEntry:
@@ -26,12 +30,7 @@ def lease_created(lease, attestation_pks: list[int]) -> OutboxEntry:
             "lease_id": str(lease.ledger_id),
             "tenant": lease.tenant.slug,
             "gpus": sorted(g.uuid for g in lease.gpus.all()),
-            "price_terms": {
-                "precision": lease.precision,
-                "hours": str(lease.hours),
-                "price_total_micro": lease.price_total_micro,
-                "attributed_energy_mj": lease.attributed_energy_mj,
-            },
+            "terms": lease.terms,
             ATTESTATION_REFS: attestation_pks,
         },
     )
@@ -45,6 +44,7 @@ def lease_migrated(lease, attestation_pks: list[int]) -> OutboxEntry:
         {
             "lease_id": str(lease.ledger_id),
             "gpus": sorted(g.uuid for g in lease.gpus.all()),
+            "terms": lease.terms,
             ATTESTATION_REFS: attestation_pks,
         },
     )
@@ -55,16 +55,18 @@ def lease_ended(lease) -> OutboxEntry:
 
 
 def settlement_made(settlement) -> OutboxEntry:
+    """One bill line, with the figures the contract recomputes and compares."""
     return enqueue(
         f"lease:{settlement.lease.ledger_id}:settle:{settlement.seq}",
         "Settle",
         {
             "lease_id": str(settlement.lease.ledger_id),
             "interval_seq": settlement.seq,
-            "attributed_mj": settlement.attributed_energy_mj,
+            "start_ms": settlement.start_ms,
+            "end_ms": settlement.end_ms,
+            "final": settlement.final,
             "measured_mj": settlement.measured_energy_mj,
-            "tariff_micro_per_kwh": settlement.tariff_micro_per_kwh,
-            "amount_micro": settlement.amount_micro,
             "telemetry_digest": settlement.telemetry_digest,
+            **{name: getattr(settlement, name) for name in SETTLEMENT_FIGURES},
         },
     )

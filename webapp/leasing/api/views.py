@@ -3,15 +3,15 @@ from __future__ import annotations
 import sqlite3
 
 from django.conf import settings
-from django.db.models import Count, Sum
-from drf_spectacular.utils import extend_schema
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
 from ledger.receipt import export_receipt
-from webapp.leasing import actions, scheduling, states
+from webapp.leasing import actions, bills, scheduling, states
 from webapp.leasing.api.serializers import (
     LeaseRequestSerializer,
     LeaseSerializer,
@@ -98,17 +98,35 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             )
         return Response(receipt)
 
+    @extend_schema(
+        parameters=[OpenApiParameter("seq", int, description="the bill line's number")],
+        responses={(200, "text/csv"): str},
+    )
+    @action(detail=True, methods=["get"])
+    def readings(self, request, pk=None):
+        """The energy-counter readings behind one bill line: re-hashed, they give the
+        telemetry digest on the ledger (`python -m ledger audit-bill --readings`)."""
+        lease = self.get_object()
+        seq = request.query_params.get("seq", "")
+        if not seq.isdigit():
+            raise ValidationError({"seq": f"must be a bill line number, got {seq!r}"})
+        line = lease.settlements.filter(seq=int(seq)).first()
+        if line is None:
+            raise NotFound(f"lease {lease.pk} has no bill line {seq}")
+        return HttpResponse(bills.readings_csv(line), content_type="text/csv")
+
 
 class BillViewSet(viewsets.ViewSet):
-    """The tenant's bill: the sum of its settlements, each one a ledger record."""
+    """The tenant's bill: its lines, each a settlement the ledger's contract re-checked,
+    with the evidence to find it there (`?month=YYYY-MM` for one month)."""
 
-    @extend_schema(responses=dict)
+    @extend_schema(
+        parameters=[OpenApiParameter("month", str, description="YYYY-MM (UTC)")],
+        responses=dict,
+    )
     def list(self, request):
-        settlements = restrict_to_tenant(Settlement.objects.all(), request.user)
-        totals = settlements.aggregate(
-            amount_micro=Sum("amount_micro"),
-            measured_energy_mj=Sum("measured_energy_mj"),
-            attributed_energy_mj=Sum("attributed_energy_mj"),
-            count=Count("id"),
-        )
-        return Response({key: value or 0 for key, value in totals.items()})
+        lines = restrict_to_tenant(Settlement.objects.all(), request.user)
+        try:
+            return Response(bills.bill(lines, request.query_params.get("month")))
+        except bills.BillError as exc:
+            raise ValidationError({"month": str(exc)}) from None

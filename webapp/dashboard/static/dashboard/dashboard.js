@@ -35,8 +35,8 @@
       { type: "bar", x: states, y: states.map((s) => snap.leases.by_state[s]) },
     ], { title: { text: "Leases by state" }, margin: { t: 40 } }, { displayModeBar: false });
     Plotly.react("chart-cost", [
-      { type: "bar", name: "priced", x: snap.cost.map((c) => c.tenant), y: snap.cost.map((c) => c.priced_micro / 1e6) },
-      { type: "bar", name: "settled difference", x: snap.cost.map((c) => c.tenant), y: snap.cost.map((c) => c.settled_micro / 1e6) },
+      { type: "bar", name: "quoted", x: snap.cost.map((c) => c.tenant), y: snap.cost.map((c) => c.priced_micro / 1e6) },
+      { type: "bar", name: "billed (sum of bill lines)", x: snap.cost.map((c) => c.tenant), y: snap.cost.map((c) => c.billed_micro / 1e6) },
     ], { title: { text: "Cost by tenant (currency units)" }, barmode: "group", margin: { t: 40 } }, { displayModeBar: false });
     const heat = snap.idle_heatmap;
     Plotly.react("chart-idle", [

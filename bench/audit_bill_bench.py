@@ -1,0 +1,105 @@
+"""How long `audit-bill` takes for a tenant's month of leases.
+
+    python bench/audit_bill_bench.py --leases 1000
+
+Builds a real embedded ledger (swtpm quotes, both organisations endorsing), creates N leases
+and settles one line of each, exports every lease's receipt and writes the bill as the API
+serves it (lines with their transaction ids), then times `python -m ledger audit-bill` on it
+in-process (`ledger.audit_bill.audit_bill`) and prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.ledger_bench import HOUR_MS, setup, submit_all
+from chaincode_client.embedded import EmbeddedClient
+from ledger.audit import _Chain
+from ledger.audit_bill import audit_bill
+from ledger.engine import EmbeddedLedger
+from ledger.genesis import read_config
+from ledger.receipt import export_receipt
+from tests.ledger.helpers import lease_request, lease_terms, now_ms, settle_request
+
+
+def _fn(entry: dict) -> str:
+    return json.loads(json.loads(entry["envelope"])["proposal"])["fn"]
+
+
+def build(args: argparse.Namespace, workdir: Path) -> tuple[dict, Path, Path]:
+    path = workdir / "ledger.sqlite"
+    ledger = EmbeddedLedger.open(path, block_size=250, block_timeout_s=0.02)
+    gpus, att_of = setup(ledger, args.leases, workdir)
+    clients = [EmbeddedClient(ledger, ledger.enroll("Org1MSP", f"c{i}")) for i in range(2)]
+    start = now_ms() - 2 * HOUR_MS
+    lines: dict[str, dict] = {}
+
+    def create(uuid: str) -> tuple[str, str]:
+        return "CreateLease", lease_request(f"L-{uuid}", [uuid], [att_of[uuid]], start_ms=start)
+
+    def settle(uuid: str) -> tuple[str, str]:
+        terms = lease_terms([uuid], start_ms=start)
+        line = settle_request(f"L-{uuid}", 0, terms, start, start + HOUR_MS, 300 * HOUR_MS)
+        lines[uuid] = line
+        return "Settle", json.dumps(line)
+
+    for make in (create, settle):
+        _, _, failures = submit_all(args, clients, gpus, make)
+        assert not failures, failures[0]
+    ledger.close()
+    receipts = workdir / "receipts"
+    receipts.mkdir()
+    bill_lines = []
+    for uuid in gpus:
+        receipt = export_receipt(path, f"L-{uuid}")
+        (receipts / f"L-{uuid}.json").write_text(json.dumps(receipt))
+        tx_id = next(t["tx_id"] for t in receipt["transactions"] if _fn(t) == "Settle")
+        line = lines[uuid]
+        bill_lines.append(
+            {
+                **{k: v for k, v in line.items() if k.endswith("_micro") or k == "final"},
+                "lease": line["lease_id"],
+                "seq": 0,
+                "interval": {"start_ms": line["start_ms"], "end_ms": line["end_ms"]},
+                "measured_energy_mj": line["measured_mj"],
+                "telemetry_digest": line["telemetry_digest"],
+                "evidence": {"tx_id": tx_id},
+            }
+        )
+    bill = workdir / "bill.json"
+    bill.write_text(json.dumps({"lines": bill_lines}))
+    roots = workdir / "roots.pem"
+    roots.write_text("".join(read_config(_Chain(path))["ca_certs"].values()))
+    return {"leases": len(gpus)}, bill, roots
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--leases", type=int, default=1000)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--in-flight", type=int, default=64)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="audit-bill-bench-"))
+    try:
+        result, bill, roots = build(args, workdir)
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        verdicts = audit_bill(bill, workdir / "receipts", roots)
+        result["audit_s"] = round(time.perf_counter() - t0, 2)
+        result["audit_cpu_s"] = round(time.process_time() - cpu0, 2)
+        result["lines_ok"] = sum(v.ok for v in verdicts)
+        result["first_failure"] = next((str(v) for v in verdicts if not v.ok), None)
+        print(json.dumps(result))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

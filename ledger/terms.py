@@ -1,0 +1,180 @@
+"""Lease terms and the rate card they are checked against.
+
+The rate card (capacity rate per generation, priority premium, each site's PUE and energy
+tariff) and the generation catalogue it names are ledger data shipped with the contract
+(`ledger/data/`). `rate_card(stub)` is the one place the contract reads them; today it
+returns the version the contract was deployed with (a governed version on the ledger will be
+preferred there). Every refusal names its rule as `[terms.<rule>]`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from ledger import contract_args as args
+from ledger.contract_state import ContractError
+
+DATA_DIR = Path(__file__).parent / "data"
+RATE_CARD_PATH = DATA_DIR / "rate-card-v1.json"
+RATE_CARD_SCHEMA = "wattlease.rate-card/1"
+MS_PER_HOUR = 3_600_000
+MAX_PLANNED_MS = 24 * 366 * MS_PER_HOUR  # a year: the web app's longest lease
+# How long before its ledger record a lease may say it started: the relay's outage tolerance.
+MAX_BACKDATE_MS = 24 * MS_PER_HOUR
+MAX_FUTURE_MS = 5 * 60 * 1000  # a start ahead of the endorser's clock (client clock skew)
+PRIORITY_LIMIT = 100
+MAX_PUE_MILLI = 5000
+
+
+@dataclass(frozen=True)
+class GenerationFacts:
+    board_power_w: int
+    precisions: frozenset[str]
+
+
+@dataclass(frozen=True)
+class RateCard:
+    version: str
+    catalogue_version: str
+    capacity_micro_per_gpu_hour: dict[str, int]
+    priority_premium_micro_per_gpu_hour: int
+    sites: dict[str, dict[str, Any]]  # code -> {name, pue_milli, tariff_micro_per_kwh}
+    generations: dict[str, GenerationFacts]
+
+    def site_code(self, name: str) -> str:
+        """The code of the site an operator named `name` (the web app's Site.name)."""
+        for code, site in self.sites.items():
+            if site["name"] == name:
+                return code
+        raise KeyError(f"site {name!r} is not in rate card {self.version}")
+
+    def capacity_rate(self, generation: str, priority: int) -> int:
+        premium = self.priority_premium_micro_per_gpu_hour if priority > 0 else 0
+        return self.capacity_micro_per_gpu_hour[generation] + premium
+
+
+def _generations(catalogue: dict[str, Any]) -> dict[str, GenerationFacts]:
+    return {
+        g["id"]: GenerationFacts(
+            board_power_w=int(Decimal(str(g["board_power_w"]))),
+            precisions=frozenset(g["dense_tflops"]),
+        )
+        for g in catalogue["generations"]
+    }
+
+
+def load_rate_card(path: Path = RATE_CARD_PATH) -> RateCard:
+    """A rate card file and the catalogue it names (beside it)."""
+    card = json.loads(path.read_text())
+    if card.get("schema") != RATE_CARD_SCHEMA:
+        raise ValueError(f"{path}: not a rate card (schema {RATE_CARD_SCHEMA!r})")
+    catalogue = json.loads((path.parent / card["catalogue"]).read_text(), parse_float=Decimal)
+    generations = _generations(catalogue)
+    unknown = sorted(set(card["capacity_micro_per_gpu_hour"]) - set(generations))
+    if unknown:
+        raise ValueError(f"{path}: rates for generations not in the catalogue: {unknown}")
+    return RateCard(
+        version=card["version"],
+        catalogue_version=catalogue["version"],
+        capacity_micro_per_gpu_hour=dict(card["capacity_micro_per_gpu_hour"]),
+        priority_premium_micro_per_gpu_hour=card["priority_premium_micro_per_gpu_hour"],
+        sites=dict(card["sites"]),
+        generations=generations,
+    )
+
+
+DEPLOYED = load_rate_card()
+
+
+async def rate_card(stub: Any) -> RateCard:
+    """The rate card in force for this transaction: the version deployed with the contract."""
+    return DEPLOYED
+
+
+def parse_terms(req: dict[str, Any], field: str = "terms") -> dict[str, Any]:
+    """The terms object of CreateLease/MigrateLease, shape-checked (values checked later
+    against the rate card by `check_terms`)."""
+    raw = req.get(field)
+    if not isinstance(raw, dict):
+        raise args.ArgumentError(f"{field}: must be an object of lease terms")
+
+    def num(name: str, low: int, high: int) -> int:
+        return args.integer({f"{field}.{name}": raw.get(name)}, f"{field}.{name}", low, high)
+
+    def ident(name: str) -> str:
+        return args.identifier({f"{field}.{name}": raw.get(name)}, f"{field}.{name}")
+
+    power = raw.get("attributed_power_mw")
+    where = f"{field}.attributed_power_mw"
+    if not isinstance(power, dict) or not 1 <= len(power) <= args.MAX_LIST_ITEMS:
+        raise args.ArgumentError(f"{where}: must map each GPU uuid to milliwatts")
+    return {
+        "generation": ident("generation"),
+        "precision": ident("precision"),
+        "site": ident("site"),
+        "priority": num("priority", -PRIORITY_LIMIT, PRIORITY_LIMIT),
+        "start_ms": num("start_ms", 0, args.MAX_INT),
+        "planned_ms": num("planned_ms", 1, MAX_PLANNED_MS),
+        "pue_milli": num("pue_milli", 1000, MAX_PUE_MILLI),
+        "tariff_micro_per_kwh": num("tariff_micro_per_kwh", 0, args.MAX_INT),
+        "capacity_micro_per_gpu_hour": num("capacity_micro_per_gpu_hour", 0, args.MAX_INT),
+        "attributed_power_mw": {
+            args.identifier({where: uuid}, where): args.integer(
+                {f"{where}.{uuid}": mw}, f"{where}.{uuid}", 1, args.MAX_INT
+            )
+            for uuid, mw in sorted(power.items())
+        },
+    }
+
+
+def check_terms(
+    terms: dict[str, Any], gpus: list[dict[str, str]], card: RateCard, now_ms: int
+) -> dict[str, Any]:
+    """Refuse terms the rate card and catalogue do not allow for these (on-ledger) GPUs;
+    return them stamped with the rate card and catalogue versions."""
+    gen = terms["generation"]
+    facts = card.generations.get(gen)
+    if facts is None:
+        raise ContractError(
+            f"[terms.generation] {gen} is not in catalogue {card.catalogue_version}"
+        )
+    others = sorted(g["uuid"] for g in gpus if g["generation"] != gen)
+    if others:
+        raise ContractError(f"[terms.generation] GPUs {others} are not {gen}")
+    if terms["precision"] not in facts.precisions:
+        raise ContractError(f"[terms.precision] {gen} has no dense {terms['precision']} figure")
+    if sorted(terms["attributed_power_mw"]) != sorted(g["uuid"] for g in gpus):
+        raise ContractError("[terms.gpus] attributed_power_mw must name exactly the lease's GPUs")
+    board_mw = facts.board_power_w * 1000
+    over = {u: mw for u, mw in terms["attributed_power_mw"].items() if mw > board_mw}
+    if over:
+        raise ContractError(
+            f"[terms.power] attributed power {over} mW exceeds {gen}'s board power {board_mw} mW"
+        )
+    site = card.sites.get(terms["site"])
+    if site is None:
+        raise ContractError(f"[terms.site] site {terms['site']} is not in rate card {card.version}")
+    for name in ("pue_milli", "tariff_micro_per_kwh"):
+        if terms[name] != site[name]:
+            raise ContractError(
+                f"[terms.tariff] {name} {terms[name]} is not site {terms['site']}'s "
+                f"{site[name]} (rate card {card.version})"
+            )
+    if gen not in card.capacity_micro_per_gpu_hour:
+        raise ContractError(f"[terms.rate] rate card {card.version} has no rate for {gen}")
+    rate = card.capacity_rate(gen, terms["priority"])
+    if terms["capacity_micro_per_gpu_hour"] != rate:
+        raise ContractError(
+            f"[terms.rate] capacity_micro_per_gpu_hour {terms['capacity_micro_per_gpu_hour']} is "
+            f"not the rate card's {rate} for {gen} at priority {terms['priority']}"
+        )
+    if not now_ms - MAX_BACKDATE_MS <= terms["start_ms"] <= now_ms + MAX_FUTURE_MS:
+        raise ContractError(
+            f"[terms.start] start_ms {terms['start_ms']} is not within "
+            f"[{now_ms - MAX_BACKDATE_MS}, {now_ms + MAX_FUTURE_MS}] of the ledger's clock"
+        )
+    return {**terms, "rate_card": card.version, "catalogue": card.catalogue_version}

@@ -1,0 +1,50 @@
+"""Leases at real terms and their bill lines, for web app tests that place by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.api import IntervalSettlement, settle
+from scheduler.telemetry.sample import TelemetrySample
+from tests.ledger.helpers import A100, lease_terms, now_ms
+from webapp.leasing import actions
+from webapp.leasing.models import Lease
+
+ACTOR = "test"
+STARTED_AGO_MS = 120_000  # lines of the first minute end before the ledger's clock
+
+
+def place(lease: Lease, gpus: Sequence, attestations: Sequence, *, actor: str = ACTOR) -> Lease:
+    """Place `lease` on A100 `gpus` at terms the ledger's rate card accepts."""
+    terms = lease_terms([g.uuid for g in gpus], generation=A100, start_ms=now_ms() - STARTED_AGO_MS)
+    return actions.place_lease(
+        lease, gpus, price={}, terms=terms, attestations=attestations, actor=actor
+    )
+
+
+def lines(
+    lease: Lease, *, count: int = 1, watts: int = 0, seconds: int = 60, final: bool = True
+) -> list[IntervalSettlement]:
+    """The scheduler's next `count` bill lines of `lease`, `seconds` each, from where its bill
+    stands, every GPU drawing `watts` (two counter readings per GPU and line)."""
+    last = lease.settlements.order_by("-seq").first()
+    start, seq = (last.end_ms, last.seq + 1) if last else (lease.terms["start_ms"], 0)
+    out = []
+    for n in range(count):
+        end = start + seconds * 1000
+        samples = [
+            TelemetrySample(gpu, t, (t - start) * watts, watts * 1000, 90, 50, 60)
+            for gpu in lease.terms["attributed_power_mw"]
+            for t in (start, end)
+        ]
+        last_one = final and n == count - 1
+        out.append(
+            settle(str(lease.ledger_id), seq + n, lease.terms, samples, start, end, final=last_one)
+        )
+        start = end
+    return out
+
+
+def line(lease: Lease, *, watts: int = 0, final: bool = True) -> IntervalSettlement:
+    """The next one-minute bill line of `lease`."""
+    return lines(lease, watts=watts, final=final)[0]

@@ -1,0 +1,98 @@
+"""Bills as lines: each line one settlement the ledger recorded, with its evidence. The API
+and the dashboard both read money from here, so a cost shown anywhere is a sum of lines."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import QuerySet, Sum
+from django.urls import reverse
+
+from ledger.readings import row_text
+from webapp.fleet.models import GPU
+from webapp.fleet.telemetry import samples_between
+from webapp.leasing.models import Settlement
+
+MONTH_RE = re.compile(r"(\d{4})-(0[1-9]|1[0-2])")
+MONTHS_PER_YEAR = 12
+
+
+class BillError(ValueError):
+    """A bill query is malformed; the message names the parameter."""
+
+
+def month_bounds_ms(month: str) -> tuple[int, int]:
+    """[first ms of the month, first ms of the next) in UTC, for `YYYY-MM`."""
+    match = MONTH_RE.fullmatch(month)
+    if match is None:
+        raise BillError(f"month: must be YYYY-MM, got {month!r}")
+    year, number = int(match[1]), int(match[2])
+    nxt = (year + number // MONTHS_PER_YEAR, number % MONTHS_PER_YEAR + 1)
+    start = datetime(year, number, 1, tzinfo=UTC)
+    end = datetime(nxt[0], nxt[1], 1, tzinfo=UTC)
+    return int(start.timestamp() * 1000), int(end.timestamp() * 1000)
+
+
+def in_month(lines: QuerySet, month: str | None) -> QuerySet:
+    """The lines whose interval ended within `month` (all of them when None)."""
+    if month is None:
+        return lines
+    start, end = month_bounds_ms(month)
+    return lines.filter(end_ms__gte=start, end_ms__lt=end)
+
+
+def line(s: Settlement) -> dict[str, Any]:
+    return {
+        "lease": str(s.lease.ledger_id),
+        "lease_pk": s.lease_id,
+        "seq": s.seq,
+        "generation": s.generation,
+        "interval": {"start_ms": s.start_ms, "end_ms": s.end_ms},
+        "final": s.final,
+        "capacity_micro": s.capacity_micro,
+        "priced_energy_micro": s.priced_energy_micro,
+        "measured_energy_mj": s.measured_energy_mj,
+        "measured_energy_micro": s.measured_energy_micro,
+        "settlement_micro": s.settlement_micro,
+        "total_micro": s.total_micro,
+        "rates": {
+            "capacity_micro_per_gpu_hour": s.capacity_micro_per_gpu_hour,
+            "pue_milli": s.pue_milli,
+            "tariff_micro_per_kwh": s.tariff_micro_per_kwh,
+        },
+        "telemetry_digest": s.telemetry_digest,
+        "evidence": {
+            "tx_id": s.ledger_tx or None,
+            "block": s.ledger_block,
+            "validation_code": s.validation_code or None,
+            "receipt": reverse("lease-receipt", args=[s.lease_id]),
+            "readings": reverse("lease-readings", args=[s.lease_id]) + f"?seq={s.seq}",
+        },
+    }
+
+
+def bill(lines: QuerySet, month: str | None = None) -> dict[str, Any]:
+    """The lines (in lease and interval order) and their sum."""
+    chosen = in_month(lines, month).select_related("lease").order_by("end_ms", "lease", "seq")
+    items = [line(s) for s in chosen]
+    return {
+        "month": month,
+        "count": len(items),
+        "total_micro": sum(i["total_micro"] for i in items),
+        "lines": items,
+    }
+
+
+def readings_csv(s: Settlement) -> str:
+    """The readings behind a line, as the canonical rows its telemetry digest covers."""
+    gpus = GPU.objects.filter(uuid__in=s.gpus)
+    samples = samples_between(list(gpus), s.start_ms, s.end_ms)
+    return "".join(row_text(sample.canonical()) + "\n" for sample in samples)
+
+
+def totals_by_tenant() -> dict[str, int]:
+    """Every tenant's billed total: the sum of its lines."""
+    rows = Settlement.objects.values("lease__tenant__name").annotate(total=Sum("total_micro"))
+    return {r["lease__tenant__name"]: r["total"] or 0 for r in rows.order_by()}
