@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('leasing', '0002_lease_interval_started'),
+        ('leasing', '0003_bill_lines'),
     ]
 
     operations = [
