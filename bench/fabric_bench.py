@@ -42,7 +42,7 @@ from bench.fabric_clients import (
     identity_env,
     node_env,
 )
-from bench.proc_cpu import CpuMeter, children_cpu_s, self_cpu_s
+from bench.proc_cpu import OTHERS, CpuMeter, children_cpu_s, self_cpu_s
 from chaincode_client.fabric.client import FabricGatewayClient
 from chaincode_client.fabric.config import FabricSettings
 from chaincode_client.fabric.identity import load_msp
@@ -56,7 +56,13 @@ DEFAULT_BENCH_BASE_PORT = 30000
 DEFAULT_COUNTS = {1: 40, 16: 400, 64: 1000, 256: 2000}
 PER_LEVEL_MIN_ROUNDS = 4  # a level not in DEFAULT_COUNTS runs this many rounds of its size
 WARMUP_COUNT = 20  # transactions through each client before measuring (connections, caches)
+WARMUP_LEVEL = 4
 CHANNEL = CHAINCODE = "wattlease"
+# What an operator sets for throughput: Fabric's INFO lines for every gRPC call, proposal,
+# gateway request and orderer broadcast (5 lines a transaction on peer0.org1, 2 on each
+# orderer) become warnings-only; block commits, Raft elections and the rest stay at INFO.
+# The nodes read it from the environment (a FABRIC_LOGGING_SPEC set by the caller wins).
+BENCH_LOGGING_SPEC = "info:comm.grpc.server,endorser,gateway,orderer.common.broadcast=warning"
 
 
 def ratio(a: float, b: float) -> float | None:
@@ -110,10 +116,13 @@ def measure(
     meter.start()
     result = workload.run(name, client, count, level)
     result["cpu"] = meter.stop()
+    ours = sum(v for k, v in result["cpu"]["cpu_s"].items() if k != OTHERS)
+    result["cpu_ms_per_tx"] = round(1000 * ours / result["committed"], 2)
     top = result["cpu"]["top_process"]
     print(
         f"  {name:6} x{level:<4} {result['tx_per_s']:8.1f} tx/s  p50 {result['p50_ms']:7.1f} ms"
-        f"  p99 {result['p99_ms']:7.1f} ms  busiest {top} "
+        f"  p99 {result['p99_ms']:7.1f} ms  {result['cpu_ms_per_tx']:5.2f} CPU ms/tx"
+        f"  busiest {top} "
         f"({result['cpu']['cores'][top]:.2f} cores; machine {result['cpu']['machine_cores_busy']})",
         file=sys.stderr,
     )
@@ -141,10 +150,11 @@ def levels(args: argparse.Namespace) -> int:
     layout = Layout(Path(args.network).resolve(), base_port=args.base_port)
     network = Network.create(layout, log=lambda line: print(f"fabric: {line}", file=sys.stderr))
     fresh = not layout.state_file.exists()
+    os.environ.setdefault("FABRIC_LOGGING_SPEC", BENCH_LOGGING_SPEC)  # for nodes started here
     report: dict[str, object] = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at start",
-        "fabric_logging_spec": os.environ.get("FABRIC_LOGGING_SPEC", "(default: info)"),
+        "fabric_logging_spec_of_nodes_started": os.environ["FABRIC_LOGGING_SPEC"],
     }
     try:
         report["bring_up_s"] = round(network.up(), 1)
@@ -155,8 +165,8 @@ def levels(args: argparse.Namespace) -> int:
         workload.node_env = node_env(settings)
         client = FabricGatewayClient.from_settings(settings)
         try:
-            for name in CLIENTS:
-                workload.run(name, client, WARMUP_COUNT, min(WARMUP_COUNT, 4))
+            for name in CLIENTS if args.warmup else ():
+                workload.run(name, client, args.warmup, min(args.warmup, WARMUP_LEVEL))
             results = []
             for level in [int(v) for v in args.levels.split(",")]:
                 runs = []
@@ -218,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-port", type=int, default=DEFAULT_BENCH_BASE_PORT)
     parser.add_argument("--levels", default=",".join(map(str, DEFAULT_COUNTS)))
     parser.add_argument("--repeats", type=int, default=2, help="runs of each client per level")
+    parser.add_argument("--warmup", type=int, default=WARMUP_COUNT, help="unmeasured, per client")
     parser.add_argument("--keep-up", action="store_true", help="leave the network running")
     parser.add_argument("--out", help="also write the JSON report to this file")
     args = parser.parse_args(argv)

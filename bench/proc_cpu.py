@@ -85,6 +85,7 @@ class CpuMeter:
             "wall_s": round(wall, 3),
             "machine_cores_busy": round(machine / wall, 3) if wall else 0.0,
             "cores": dict(sorted(cores.items(), key=lambda kv: -kv[1])),
+            "cpu_s": {k: round(v, 3) for k, v in used.items()},
             "share_of_ours": {k: round(v / ours, 3) for k, v in used.items() if k != OTHERS}
             if ours
             else {},

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from fabric_protos.peer import chaincode_pb2, proposal_pb2
 
@@ -16,6 +17,8 @@ from attest import tpm_constants as C
 from attest.public import encode_ecc_public, parse_public
 from bench.fabric_clients import DEFAULT_FN, default_template
 from chaincode_client.embedded import EmbeddedClient
+from chaincode_client.fabric_network.ccaas_server import PER_MESSAGE_WARNING
+from chaincode_client.fabric_network.network import Network
 from ledger.engine import EmbeddedLedger
 from tests.fabric.pki import make_msp
 from tests.fabric.recording_gateway import recording_gateway
@@ -91,3 +94,53 @@ def test_a_software_ak_round_trips_through_the_parser():
     area = parse_public(encode_ecc_public(key, C.AK_REQUIRED_ATTRS))
     assert area.public_key().public_numbers() == key.public_numbers()
     assert area.scheme == C.ALG_ECDSA and area.scheme_hash == C.ALG_SHA256
+
+
+@pytest.mark.fabric
+def test_bench_runs_both_clients_on_a_real_network_and_names_the_busiest_process(
+    fabric_network: Network, tmp_path: Path
+):
+    """The bench's own mode on the session's real network (tiny counts: this checks that the
+    bench still runs end to end, it is not a figure)."""
+    layout = fabric_network.layout
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            "--network",
+            str(layout.root),
+            "--base-port",
+            str(layout.base_port),
+            "--keep-up",
+            "--levels",
+            "1,4",
+            "--count",
+            "6",
+            "--repeats",
+            "1",
+            "--warmup",
+            "2",
+            "--out",
+            str(tmp_path / "report.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["bring_up_s"] >= 0 and not report["bring_up_fresh_folder"]
+    assert [level["level"] for level in report["levels"]] == [1, 4]
+    processes = set(layout.process_names())
+    for level in report["levels"]:
+        assert sorted(r["client"] for r in level["runs"]) == ["node", "python"]
+        for run in level["runs"]:
+            assert run["committed"] == 6 and run["tx_per_s"] > 0 and run["p99_ms"] > 0
+            cores = run["cpu"]["cores"]
+            assert processes | {f"client ({run['client']})"} <= set(cores)
+            assert run["cpu"]["top_process"] in cores
+        assert level["python_over_node_best"] > 0
+    assert fabric_network.is_up()  # --keep-up left the session's network running
+    for org in layout.orgs:  # the chaincode servers' logs carry no per-message warning
+        assert PER_MESSAGE_WARNING not in layout.log_file(org.ccaas_name).read_text()
