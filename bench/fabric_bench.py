@@ -58,6 +58,7 @@ PER_LEVEL_MIN_ROUNDS = 4  # a level not in DEFAULT_COUNTS runs this many rounds 
 WARMUP_COUNT = 20  # transactions through each client before measuring (connections, caches)
 WARMUP_LEVEL = 4
 CHANNEL = CHAINCODE = "wattlease"
+ROLES = (("orderer", "orderers"), ("peer", "peers"), ("ccaas", "chaincode servers"))
 # What an operator sets for throughput: Fabric's INFO lines for every gRPC call, proposal,
 # gateway request and orderer broadcast (5 lines a transaction on peer0.org1, 2 on each
 # orderer) become warnings-only; block commits, Raft elections and the rest stay at INFO.
@@ -107,23 +108,39 @@ def level_count(level: int, count: int) -> int:
     return count or DEFAULT_COUNTS.get(level, PER_LEVEL_MIN_ROUNDS * level)
 
 
+def role(process: str) -> str:
+    """orderer0 -> orderers, peer0.org1 -> peers, ccaas.org2 -> chaincode servers."""
+    for prefix, name in ROLES:
+        if process.startswith(prefix):
+            return name
+    return process
+
+
 def measure(
     workload: Workload, client: FabricGatewayClient, name: str, level: int, count: int, pids: dict
 ) -> dict:
-    """One run of one client, with the CPU time of every process of the path over it."""
+    """One run of one client, with the CPU time of every process of the path over it: per
+    process, per role (the three orderers, the two peers, the two chaincode servers, the
+    client), and which role used the most CPU per committed transaction."""
     reader = self_cpu_s if name == "python" else children_cpu_s
     meter = CpuMeter(pids, {f"client ({name})": reader})
     meter.start()
     result = workload.run(name, client, count, level)
-    result["cpu"] = meter.stop()
-    ours = sum(v for k, v in result["cpu"]["cpu_s"].items() if k != OTHERS)
-    result["cpu_ms_per_tx"] = round(1000 * ours / result["committed"], 2)
-    top = result["cpu"]["top_process"]
+    cpu = result["cpu"] = meter.stop()
+    per_role: dict[str, float] = {}
+    for process, seconds in cpu["cpu_s"].items():
+        if process != OTHERS:
+            per_role[role(process)] = per_role.get(role(process), 0.0) + seconds
+    ms = {k: round(1000 * v / result["committed"], 2) for k, v in per_role.items()}
+    result["cpu_ms_per_tx_by_role"] = dict(sorted(ms.items(), key=lambda kv: -kv[1]))
+    result["cpu_ms_per_tx"] = round(sum(ms.values()), 2)
+    result["limiting_role"] = next(iter(result["cpu_ms_per_tx_by_role"]))
+    top = cpu["top_process"]
     print(
         f"  {name:6} x{level:<4} {result['tx_per_s']:8.1f} tx/s  p50 {result['p50_ms']:7.1f} ms"
-        f"  p99 {result['p99_ms']:7.1f} ms  {result['cpu_ms_per_tx']:5.2f} CPU ms/tx"
-        f"  busiest {top} "
-        f"({result['cpu']['cores'][top]:.2f} cores; machine {result['cpu']['machine_cores_busy']})",
+        f"  p99 {result['p99_ms']:7.1f} ms  {result['cpu_ms_per_tx']:5.2f} CPU ms/tx (most: "
+        f"{result['limiting_role']}; busiest process {top} {cpu['cores'][top]:.2f} cores; "
+        f"machine {cpu['machine_cores_busy']} cores busy)",
         file=sys.stderr,
     )
     return result
@@ -192,27 +209,38 @@ def levels(args: argparse.Namespace) -> int:
 
 
 def table(report: dict) -> str:
+    """The report as a Markdown table: each client's best and median rate at each level; the
+    best run's latency, CPU per transaction by role and busiest process."""
     lines = [
         f"bring-up {report['bring_up_s']} s; {report['machine']}",
-        "| in flight | client | best tx/s | median tx/s | p50 ms | p99 ms | busiest process |",
-        "|---|---|---|---|---|---|---|",
+        "| in flight | client | best tx/s | median tx/s | p50 ms | p99 ms "
+        "| CPU ms/tx: peers / chaincode servers / orderers / client "
+        "| busiest process | rest of machine |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for level in report["levels"]:
         for name in CLIENTS:
             s = level[name]
-            runs = [r for r in level["runs"] if r["client"] == name]
-            best = max(runs, key=lambda r: r["tx_per_s"])
-            top = best["cpu"]["top_process"]
+            best = max((r for r in level["runs"] if r["client"] == name), key=rate)
+            by_role = best["cpu_ms_per_tx_by_role"]
+            parts = [by_role.get(k, 0.0) for k in ("peers", "chaincode servers", "orderers")]
+            parts.append(by_role.get(f"client ({name})", 0.0))
+            top, cores = best["cpu"]["top_process"], best["cpu"]["cores"]
             lines.append(
                 f"| {level['level']} | {name} | {s['best_tx_per_s']} | {s['median_tx_per_s']} "
                 f"| {best['p50_ms']} | {best['p99_ms']} "
-                f"| {top} {best['cpu']['cores'][top]} cores |"
+                f"| {best['cpu_ms_per_tx']}: {' / '.join(map(str, parts))} "
+                f"| {top} {cores[top]} cores | {cores.get(OTHERS, 0.0)} cores |"
             )
         lines.append(
             f"| | python / node | {level['python_over_node_best']} (best) "
-            f"| {level['python_over_node_median']} (median) | | | |"
+            f"| {level['python_over_node_median']} (median) | | | | | |"
         )
     return "\n".join(lines)
+
+
+def rate(run: dict) -> float:
+    return float(run["tx_per_s"])
 
 
 def main(argv: list[str] | None = None) -> int:
