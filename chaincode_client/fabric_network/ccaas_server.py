@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None, env: Mapping[str, str] | None = None) ->
     # fabric-chaincode-python logs every peer message, proposal bytes included, at INFO on the
     # "asyncio" logger: at a few hundred transactions a second that costs more than the
     # contract. Its warnings and errors still show, but for one: a leftover line it writes
-    # at WARNING for every peer message (5 per transaction; with its queue thread, about a
+    # at WARNING for every peer message (~6 per RegisterNode; with its queue thread, about a
     # quarter of this server's CPU in a profile at 256 transactions in flight).
     shim_log = logging.getLogger("asyncio")
     shim_log.setLevel(logging.WARNING)
