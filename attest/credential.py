@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from attest import tpm_constants as C
 from attest.errors import EnrolmentError
 from attest.public import ECC_CURVES, PublicArea
+from attest.wire import tpm2b
 
 IDENTITY_LABEL = b"IDENTITY"
 AES_BLOCK_BYTES = 16
@@ -67,10 +68,6 @@ def _truncate(data: bytes, bits: int) -> bytes:
     return data
 
 
-def _tpm2b(data: bytes) -> bytes:
-    return len(data).to_bytes(2, "big") + data
-
-
 def _seed_rsa(ek: PublicArea, rand: Callable[[int], bytes]) -> tuple[bytes, bytes]:
     size = C.DIGEST_SIZES[ek.name_alg]
     seed = rand(size)
@@ -89,7 +86,7 @@ def _seed_ecc(ek: PublicArea) -> tuple[bytes, bytes]:
     x, y = numbers.x.to_bytes(size, "big"), numbers.y.to_bytes(size, "big")
     ek_x = ek.unique[0].rjust(size, b"\0")
     seed = kdfe(ek.name_alg, z, IDENTITY_LABEL, x, ek_x, C.DIGEST_SIZES[ek.name_alg] * 8)
-    return seed, _tpm2b(x) + _tpm2b(y)
+    return seed, tpm2b(x) + tpm2b(y)
 
 
 def make_credential(
@@ -107,7 +104,7 @@ def make_credential(
     seed, secret = _seed_rsa(ek, rand) if ek.is_rsa else _seed_ecc(ek)
     sym_key = kdfa(ek.name_alg, seed, b"STORAGE", ak_name, b"", ek.sym_key_bits)
     enc = Cipher(algorithms.AES(sym_key), modes.CFB(bytes(AES_BLOCK_BYTES))).encryptor()
-    enc_identity = enc.update(_tpm2b(credential)) + enc.finalize()
+    enc_identity = enc.update(tpm2b(credential)) + enc.finalize()
     hmac_key = kdfa(ek.name_alg, seed, b"INTEGRITY", b"", b"", digest_size * 8)
     outer = hmac.new(hmac_key, enc_identity + ak_name, C.HASH_NAMES[ek.name_alg]).digest()
-    return _tpm2b(_tpm2b(outer) + enc_identity), _tpm2b(secret)
+    return tpm2b(tpm2b(outer) + enc_identity), tpm2b(secret)

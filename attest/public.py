@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from attest import tpm_constants as C
 from attest.errors import MalformedEvidence
-from attest.wire import Reader
+from attest.wire import Reader, tpm2b
 
 RSA_DEFAULT_EXPONENT = 65537  # exponent 0 in TPMS_RSA_PARMS means 2^16 + 1
 RSA_KEY_BITS = (1024, 2048, 3072, 4096)
@@ -26,6 +26,8 @@ ECC_CURVES: dict[int, tuple[ec.EllipticCurve, int]] = {
 # Schemes whose details are a hash algorithm (TPMS_SCHEME_HASH); ECDAA adds a count.
 HASH_SCHEMES = {C.ALG_RSASSA, C.ALG_RSAPSS, C.ALG_ECDSA, 0x001B, 0x001C, C.ALG_ECDH, 0x0017}
 ALG_ECDAA = 0x001A
+# A software AK's attributes: an AK's required ones, plus how tpm2_createak makes its key.
+SOFTWARE_AK_ATTRS = C.AK_REQUIRED_ATTRS | C.ATTR_SENSITIVE_DATA_ORIGIN | C.ATTR_USER_WITH_AUTH
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,32 @@ def read_public(r: Reader) -> PublicArea:
     else:
         raise r.fail("type", f"not an RSA or ECC key: {obj_type:#06x}", type_at)
     return PublicArea(**fields, raw=r.data[start : r.offset])
+
+
+def encode_ecc_public(
+    key: ec.EllipticCurvePublicKey, attributes: int, scheme: int = C.ALG_ECDSA
+) -> bytes:
+    """TPM2B_PUBLIC of a P-256 key, SHA-256 name, with `attributes` and signing `scheme`
+    (ALG_NULL for none): what `parse_public` reads back. For software keys (benches, tests);
+    a real AK's public area always comes from its TPM."""
+    n = key.public_numbers()
+    body = C.ALG_ECC.to_bytes(2, "big") + C.ALG_SHA256.to_bytes(2, "big")
+    body += attributes.to_bytes(4, "big") + tpm2b(b"")
+    body += C.ALG_NULL.to_bytes(2, "big")  # symmetric
+    body += scheme.to_bytes(2, "big")
+    if scheme != C.ALG_NULL:
+        body += C.ALG_SHA256.to_bytes(2, "big")
+    body += C.ECC_NIST_P256.to_bytes(2, "big") + C.ALG_NULL.to_bytes(2, "big")  # curve, kdf
+    body += tpm2b(n.x.to_bytes(32, "big")) + tpm2b(n.y.to_bytes(32, "big"))
+    return tpm2b(body)
+
+
+def software_ak_public() -> bytes:
+    """TPM2B_PUBLIC of a fresh software P-256 key with an AK's attributes (restricted
+    signing, fixedTPM, fixedParent): RegisterNode accepts it, but no quote it signs could
+    come from a TPM, so it stands only where nothing is attested (benches, engine tests)."""
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    return encode_ecc_public(key, SOFTWARE_AK_ATTRS)
 
 
 def parse_public(data: bytes) -> PublicArea:

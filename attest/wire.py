@@ -12,6 +12,11 @@ from attest.errors import MalformedEvidence
 MAX_TPM2B_BYTES = 2048
 
 
+def tpm2b(data: bytes) -> bytes:
+    """Marshal `data` as a TPM2B: a big-endian u16 length, then the bytes."""
+    return len(data).to_bytes(2, "big") + data
+
+
 class Reader:
     """Reads TPM marshalled fields from `data`, tracking the offset for error messages."""
 

@@ -11,25 +11,11 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from attest import tpm_constants as C
+from attest.public import encode_ecc_public
 from attest.structs import Selection, encode_pcr_selection
+from attest.wire import tpm2b
 
-
-def tpm2b(data: bytes) -> bytes:
-    return len(data).to_bytes(2, "big") + data
-
-
-def ecc_public(key: ec.EllipticCurvePublicKey, attrs: int, scheme: int = C.ALG_ECDSA) -> bytes:
-    """TPM2B_PUBLIC for a P-256 key with the given attributes."""
-    n = key.public_numbers()
-    body = C.ALG_ECC.to_bytes(2, "big") + C.ALG_SHA256.to_bytes(2, "big")
-    body += attrs.to_bytes(4, "big") + tpm2b(b"")
-    body += C.ALG_NULL.to_bytes(2, "big")  # symmetric
-    body += scheme.to_bytes(2, "big")
-    if scheme != C.ALG_NULL:
-        body += C.ALG_SHA256.to_bytes(2, "big")
-    body += C.ECC_NIST_P256.to_bytes(2, "big") + C.ALG_NULL.to_bytes(2, "big")
-    body += tpm2b(n.x.to_bytes(32, "big")) + tpm2b(n.y.to_bytes(32, "big"))
-    return tpm2b(body)
+ecc_public = encode_ecc_public  # the forger marshals keys as attest does
 
 
 def attest(

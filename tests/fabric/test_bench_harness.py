@@ -1,15 +1,25 @@
-"""The bench harness runs both clients end to end (against a recording gateway: this checks
-the harness, it measures nothing about Fabric)."""
+"""The bench harness: both clients end to end against a recording gateway (this checks the
+harness, it measures nothing about Fabric), and a default workload the contract accepts."""
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 from fabric_protos.peer import chaincode_pb2, proposal_pb2
 
+from attest import tpm_constants as C
+from attest.public import encode_ecc_public, parse_public
+from bench.fabric_clients import DEFAULT_FN, default_template
+from chaincode_client.embedded import EmbeddedClient
+from chaincode_client.fabric_network.ccaas_server import PER_MESSAGE_WARNING
+from chaincode_client.fabric_network.network import Network
+from ledger.engine import EmbeddedLedger
 from tests.fabric.pki import make_msp
 from tests.fabric.recording_gateway import recording_gateway
 
@@ -51,3 +61,86 @@ def test_bench_drives_both_clients_and_reports_throughput(tmp_path: Path):
         spec = chaincode_pb2.ChaincodeInvocationSpec.FromString(payload.input).chaincode_spec
         node_ids.add(json.loads(spec.input.args[1])["node_id"])
     assert len(node_ids) == 40  # every transaction writes fresh keys: no MVCC conflicts
+
+
+def _request(template: str, run: str, i: int) -> str:
+    return template.replace("RUN", run).replace("{i}", str(i))
+
+
+def test_default_workload_passes_the_contracts_checks_on_the_embedded_ledger(tmp_path: Path):
+    template = default_template("Org1MSP")
+    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.001)
+    try:
+        client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "bench"))
+        receipts = [client.submit(DEFAULT_FN, _request(template, "r1", i)) for i in range(3)]
+    finally:
+        ledger.close()
+    assert all(r.valid for r in receipts)
+    nodes = [json.loads(r.payload) for r in receipts]
+    assert [n["node_id"] for n in nodes] == ["bench-r1-0", "bench-r1-1", "bench-r1-2"]
+    assert nodes[0]["ak_public"] == json.loads(template)["ak_public"]
+
+
+def test_default_workload_carries_a_restricted_signing_p256_ak_made_per_run():
+    first, second = (json.loads(default_template("Org2MSP")) for _ in range(2))
+    assert first["org"] == "Org2MSP"
+    area = parse_public(base64.b64decode(first["ak_public"]))
+    assert area.has_attributes(C.AK_REQUIRED_ATTRS) and area.describe() == "ECC-P256"
+    assert first["ak_public"] != second["ak_public"]
+
+
+def test_a_software_ak_round_trips_through_the_parser():
+    key = ec.generate_private_key(ec.SECP256R1()).public_key()
+    area = parse_public(encode_ecc_public(key, C.AK_REQUIRED_ATTRS))
+    assert area.public_key().public_numbers() == key.public_numbers()
+    assert area.scheme == C.ALG_ECDSA and area.scheme_hash == C.ALG_SHA256
+
+
+@pytest.mark.fabric
+def test_bench_runs_both_clients_on_a_real_network_and_names_the_busiest_process(
+    fabric_network: Network, tmp_path: Path
+):
+    """The bench's own mode on the session's real network (tiny counts: this checks that the
+    bench still runs end to end, it is not a figure)."""
+    layout = fabric_network.layout
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH),
+            "--network",
+            str(layout.root),
+            "--base-port",
+            str(layout.base_port),
+            "--keep-up",
+            "--levels",
+            "1,4",
+            "--count",
+            "6",
+            "--repeats",
+            "1",
+            "--warmup",
+            "2",
+            "--out",
+            str(tmp_path / "report.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["bring_up_s"] >= 0 and not report["bring_up_fresh_folder"]
+    assert [level["level"] for level in report["levels"]] == [1, 4]
+    processes = set(layout.process_names())
+    for level in report["levels"]:
+        assert sorted(r["client"] for r in level["runs"]) == ["node", "python"]
+        for run in level["runs"]:
+            assert run["committed"] == 6 and run["tx_per_s"] > 0 and run["p99_ms"] > 0
+            cores = run["cpu"]["cores"]
+            assert processes | {f"client ({run['client']})"} <= set(cores)
+            assert run["cpu"]["top_process"] in cores
+        assert level["python_over_node_best"] > 0
+    assert fabric_network.is_up()  # --keep-up left the session's network running
+    for org in layout.orgs:  # the chaincode servers' logs carry no per-message warning
+        assert PER_MESSAGE_WARNING not in layout.log_file(org.ccaas_name).read_text()

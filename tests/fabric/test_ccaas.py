@@ -8,16 +8,18 @@ import base64
 import gzip
 import io
 import json
+import logging
 import tarfile
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric import ec
 
-from attest import tpm_constants as C
+from attest.public import software_ak_public
 from chaincode_client.fabric.identity import load_msp
 from chaincode_client.fabric_network.ccaas_server import (
+    PER_MESSAGE_WARNING,
     ServerConfigError,
+    drop_per_message_warning,
     load_factory,
     main,
 )
@@ -28,12 +30,11 @@ from chaincode_client.fabric_network.package import (
     package_id,
 )
 from chaincode_client.fabric_network.shim_adapter import make_server
-from tests.attest.builders import ecc_public
 from tests.fabric.pki import make_msp
 from tests.fabric.shim_driver import PeerDriver
 
 # a restricted ECDSA signing key's public area, as a TPM would report it (key made here)
-AK_PUBLIC = ecc_public(ec.generate_private_key(ec.SECP256R1()).public_key(), C.AK_REQUIRED_ATTRS)
+AK_PUBLIC = software_ak_public()
 NODE = {
     "node_id": "node-1",
     "org": "Org1MSP",
@@ -71,6 +72,14 @@ def test_the_wattlease_contract_registers_a_node_and_its_event_reaches_the_peer(
 def test_server_refuses_to_start_without_its_id(capsys: pytest.CaptureFixture[str]):
     assert main([], env={}) == 2
     assert "CHAINCODE_ID" in capsys.readouterr().err
+
+
+def test_the_shims_per_message_warning_is_dropped_and_other_warnings_kept():
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("asyncio", logging.WARNING, "handler.py", 1, msg, None, None)
+
+    assert not drop_per_message_warning(record(PER_MESSAGE_WARNING))
+    assert drop_per_message_warning(record("No queued message found for tx_context_id %s"))
 
 
 def test_factory_must_return_a_chaincode():

@@ -152,10 +152,6 @@ def software_ak_b64() -> str:
     engine tests that never attest (every attestation test quotes with a real swtpm)."""
     import base64
 
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from attest.public import software_ak_public
 
-    from tests.attest.builders import ecc_public
-
-    restricted_sign = 0x00050072  # fixedTPM|fixedParent|sensitiveDataOrigin|userWithAuth|...
-    key = ec.generate_private_key(ec.SECP256R1()).public_key()
-    return base64.b64encode(ecc_public(key, restricted_sign)).decode()
+    return base64.b64encode(software_ak_public()).decode()
