@@ -47,6 +47,7 @@ from chaincode_client.fabric.client import FabricGatewayClient
 from chaincode_client.fabric.config import FabricSettings
 from chaincode_client.fabric.identity import load_msp
 from chaincode_client.fabric_network import processes
+from chaincode_client.fabric_network.configs import NODE_ENV_DEFAULTS
 from chaincode_client.fabric_network.layout import Layout
 from chaincode_client.fabric_network.network import Network
 
@@ -59,17 +60,6 @@ WARMUP_COUNT = 20  # transactions through each client before measuring (connecti
 WARMUP_LEVEL = 4
 CHANNEL = CHAINCODE = "wattlease"
 ROLES = (("orderer", "orderers"), ("peer", "peers"), ("ccaas", "chaincode servers"))
-# What an operator sets for throughput, in the environment the nodes read (a value the caller
-# set wins). Fabric's INFO lines for every gRPC call, proposal, gateway request and orderer
-# broadcast (5 lines a transaction on peer0.org1, 2 on each orderer) become warnings-only;
-# block commits, Raft elections and the rest stay at INFO. Go's collector runs at 400 %
-# heap growth instead of 100 %: ~10 % less CPU in peers and orderers (their heaps are tens
-# of MiB, so the memory cost is small).
-BENCH_NODE_ENV = {
-    "FABRIC_LOGGING_SPEC": "info:comm.grpc.server,endorser,gateway,"
-    "orderer.common.broadcast=warning",
-    "GOGC": "400",
-}
 
 
 def ratio(a: float, b: float) -> float | None:
@@ -173,12 +163,12 @@ def levels(args: argparse.Namespace) -> int:
     layout = Layout(Path(args.network).resolve(), base_port=args.base_port)
     network = Network.create(layout, log=lambda line: print(f"fabric: {line}", file=sys.stderr))
     fresh = not layout.state_file.exists()
-    for name, value in BENCH_NODE_ENV.items():  # for the nodes this run starts
-        os.environ.setdefault(name, value)
     report: dict[str, object] = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at start",
-        "env_of_nodes_started": {name: os.environ[name] for name in BENCH_NODE_ENV},
+        "env_of_nodes_started": {
+            name: os.environ.get(name, default) for name, default in NODE_ENV_DEFAULTS.items()
+        },
     }
     try:
         report["bring_up_s"] = round(network.up(), 1)

@@ -193,7 +193,7 @@ class Network:
                 configs.write_yaml(
                     cfg / "orderer.yaml", configs.orderer_yaml(self.install, self.layout, orderer)
                 )
-                env = {**os.environ, "FABRIC_CFG_PATH": str(cfg)}
+                env = {**configs.NODE_ENV_DEFAULTS, **os.environ, "FABRIC_CFG_PATH": str(cfg)}
                 pid = processes.start(
                     self.layout, name, [self.install.binary("orderer")], env, self.layout.root
                 )
@@ -207,7 +207,7 @@ class Network:
                 configs.write_yaml(
                     cfg / "core.yaml", configs.core_yaml(self.install, self.layout, org)
                 )
-                env = {**os.environ, "FABRIC_CFG_PATH": str(cfg)}
+                env = {**configs.NODE_ENV_DEFAULTS, **os.environ, "FABRIC_CFG_PATH": str(cfg)}
                 argv = [self.install.binary("peer"), "node", "start"]
                 pid = processes.start(self.layout, name, argv, env, self.layout.root)
                 processes.wait_port(self.layout, name, pid, org.peer_port, NODE_START_TIMEOUT_S)
