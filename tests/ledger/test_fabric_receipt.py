@@ -1,0 +1,245 @@
+"""`verify_fabric_receipt`: a lease's receipt from a Fabric channel re-checked offline against
+the trust roots the auditor names. Blocks are written at run time in Fabric's wire format
+(tests/ledger/fabric_chain.py); tests/webapp/test_fabric_receipts.py runs the same verifier on
+a real network's blocks."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fabric_protos.common import common_pb2
+from fabric_protos.peer import proposal_pb2, transaction_pb2
+
+from ledger.__main__ import main
+from ledger.fabric_receipt import verify_fabric_receipt
+from ledger.money import settlement_amount
+from tests.ledger.fabric_chain import Channel, receipt
+
+LEASE = "lease-1"
+NODE = "node-1"
+GPU = {"uuid": "GPU-1", "node_id": NODE, "generation": "A100"}
+MEASURED, ATTRIBUTED, TARIFF = 9_000_000_000, 7_200_000_000, 200_000
+
+
+@dataclass
+class Story:
+    channel: Channel
+    receipt: dict[str, Any]
+    roots: bytes
+    attestation: str
+
+
+def settle_request(amount: int | None = None) -> dict[str, Any]:
+    expected = settlement_amount(MEASURED, ATTRIBUTED, TARIFF)
+    return {
+        "lease_id": LEASE,
+        "interval_seq": 0,
+        "measured_mj": MEASURED,
+        "attributed_mj": ATTRIBUTED,
+        "tariff_micro_per_kwh": TARIFF,
+        "amount_micro": expected if amount is None else amount,
+    }
+
+
+def lease_story(settle: dict[str, Any] | None = None, **create: Any) -> Story:
+    """A node registered, attested, leased, the lease ended and settled; another lease's
+    transaction shares a block with the attestation."""
+    chain = Channel()
+    register = chain.tx("RegisterNode", {"node_id": NODE}, {"node_id": NODE, "gpus": [GPU]})
+    attest = chain.tx(
+        "RecordAttestation",
+        {"node_id": NODE},
+        lambda tx_id: {"attestation_id": tx_id, "node_id": NODE, "valid": True},
+    )
+    other = chain.tx("EndLease", {"lease_id": "lease-2"})
+    lease = {
+        "lease_id": LEASE,
+        "gpus": [GPU],
+        "attestation_ids": [attest[0]],
+        "migrations": [],
+        "status": "ACTIVE",
+    }
+    lease.update(create)
+    created = chain.tx("CreateLease", {"lease_id": LEASE}, lease)
+    ended = chain.tx("EndLease", {"lease_id": LEASE}, {**lease, "status": "ENDED"})
+    settle = settle or settle_request()
+    settled = chain.tx("Settle", settle, settle)
+    b0 = chain.block([register[1]])
+    b1 = chain.block([other[1], attest[1]])
+    b2 = chain.block([created[1]])
+    b3 = chain.block([ended[1], settled[1]])
+    placed = [
+        (created[0], b2, 0),
+        (ended[0], b3, 0),
+        (settled[0], b3, 1),
+        (attest[0], b1, 1),
+        (register[0], b0, 0),
+    ]
+    return Story(chain, receipt(chain, LEASE, placed), chain.roots_pem(), attest[0])
+
+
+@pytest.fixture(scope="module")
+def story() -> Story:
+    return lease_story()
+
+
+def check(story: Story, doc: dict[str, Any] | None = None) -> list[str]:
+    return verify_fabric_receipt(doc if doc is not None else story.receipt, story.roots)
+
+
+def block_of(doc: dict[str, Any], number: int) -> common_pb2.Block:
+    entry = next(b for b in doc["blocks"] if b["number"] == number)
+    return common_pb2.Block.FromString(base64.b64decode(entry["block"]))
+
+
+def put_block(doc: dict[str, Any], number: int, block: common_pb2.Block) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    entry = next(b for b in doc["blocks"] if b["number"] == number)
+    entry["block"] = base64.b64encode(block.SerializeToString()).decode()
+    return doc
+
+
+def test_accepts_the_receipt_of_a_lease_its_attestation_and_node(story):
+    assert check(story) == []
+
+
+def test_names_a_tampered_byte_in_a_block(story):
+    block = block_of(story.receipt, 3)
+    envelope = bytearray(block.data.data[1])
+    at = envelope.find(b'"amount_micro": ') + len(b'"amount_micro": ')
+    envelope[at] = ord("9") if envelope[at] != ord("9") else ord("8")
+    block.data.data[1] = bytes(envelope)
+    defects = check(story, put_block(story.receipt, 3, block))
+    assert any("block 3: data hash does not match" in d for d in defects), defects
+    assert any("creator signature" in d for d in defects), defects
+
+
+def test_names_a_removed_endorsement(story):
+    block = block_of(story.receipt, 2)
+    env = common_pb2.Envelope.FromString(block.data.data[0])
+    payload = common_pb2.Payload.FromString(env.payload)
+    tx = transaction_pb2.Transaction.FromString(payload.data)
+    cap = transaction_pb2.ChaincodeActionPayload.FromString(tx.actions[0].payload)
+    del cap.action.endorsements[1]
+    tx.actions[0].payload = cap.SerializeToString()
+    payload.data = tx.SerializeToString()
+    env.payload = payload.SerializeToString()
+    block.data.data[0] = env.SerializeToString()
+    defects = check(story, put_block(story.receipt, 2, block))
+    assert any(
+        "endorsement policy AND(Org1MSP.peer, Org2MSP.peer) not met: no valid endorsement by "
+        "Org2MSP.peer" in d
+        for d in defects
+    ), defects
+
+
+def test_rejects_a_receipt_checked_against_another_channels_roots(story):
+    defects = verify_fabric_receipt(story.receipt, Channel().roots_pem())
+    assert any("block 2: no valid orderer signature" in d for d in defects), defects
+    assert any("not issued by Org1MSP's trust root" in d for d in defects), defects
+
+
+def test_rejects_a_receipt_of_a_channel_the_roots_do_not_name(story):
+    doc = {**story.receipt, "channel": "elsewhere"}
+    defects = check(story, doc)
+    assert "channel 'elsewhere' is not the channel the trust roots name" in defects
+    assert any("channel 'wattlease', not 'elsewhere'" in d for d in defects)
+
+
+def test_names_a_settlement_amount_the_money_formula_does_not_give():
+    # both organisations' peers endorsed a wrong amount: the receipt still shows it is wrong
+    story = lease_story(settle=settle_request(amount=1))
+    expected = settlement_amount(MEASURED, ATTRIBUTED, TARIFF)
+    assert any(f"settlement amount 1 != recomputed {expected}" in d for d in check(story))
+
+
+def test_names_an_endorsement_by_an_identity_that_is_not_a_peer():
+    chain = Channel()
+    client = chain.clients["Org2MSP"]
+    _, envelope = chain.tx(
+        "EndLease", {"lease_id": LEASE}, endorsers=(chain.peers["Org1MSP"], client)
+    )
+    chain.block([envelope])
+    doc = receipt(chain, LEASE, [(_tx_id(envelope), 0, 0)])
+    defects = verify_fabric_receipt(doc, chain.roots_pem())
+    assert any("endorser 1 of Org2MSP is not a peer" in d for d in defects), defects
+    assert any("no valid endorsement by Org2MSP.peer" in d for d in defects), defects
+
+
+def _tx_id(envelope: bytes) -> str:
+    payload = common_pb2.Payload.FromString(common_pb2.Envelope.FromString(envelope).payload)
+    return common_pb2.ChannelHeader.FromString(payload.header.channel_header).tx_id
+
+
+def test_names_arguments_swapped_under_the_endorsements(story):
+    """A creator who re-signs the envelope with other arguments keeps the peers' endorsements
+    valid, but they endorsed another proposal."""
+    block = block_of(story.receipt, 2)
+    env = common_pb2.Envelope.FromString(block.data.data[0])
+    payload = common_pb2.Payload.FromString(env.payload)
+    tx = transaction_pb2.Transaction.FromString(payload.data)
+    cap = transaction_pb2.ChaincodeActionPayload.FromString(tx.actions[0].payload)
+    ccpp = proposal_pb2.ChaincodeProposalPayload.FromString(cap.chaincode_proposal_payload)
+    ccpp.input = ccpp.input.replace(LEASE.encode(), b"lease-X")
+    cap.chaincode_proposal_payload = ccpp.SerializeToString()
+    tx.actions[0].payload = cap.SerializeToString()
+    payload.data = tx.SerializeToString()
+    env.payload = payload.SerializeToString()
+    env.signature = story.channel.clients["Org1MSP"][1].sign(env.payload)
+    number = story.channel.block([env.SerializeToString()])  # an honest orderer orders it
+    doc = receipt(story.channel, LEASE, [(story.receipt["transactions"][0]["tx_id"], number, 0)])
+    defects = check(story, doc)
+    assert any("endorsed proposal hash does not match the proposal" in d for d in defects)
+
+
+def test_names_a_transaction_the_block_marks_invalid():
+    chain = Channel()
+    _, envelope = chain.tx("EndLease", {"lease_id": LEASE})
+    chain.block([envelope], codes=bytes([11]))  # MVCC_READ_CONFLICT
+    doc = receipt(chain, LEASE, [(_tx_id(envelope), 0, 0)])
+    defects = verify_fabric_receipt(doc, chain.roots_pem())
+    assert any("does not mark this transaction VALID" in d for d in defects), defects
+
+
+def test_names_what_the_lease_relied_on_and_the_receipt_left_out(story):
+    doc = copy.deepcopy(story.receipt)
+    doc["transactions"] = [t for t in doc["transactions"] if t["tx_id"] != story.attestation]
+    doc["transactions"] = doc["transactions"][:-1]  # the node's registration too
+    defects = check(story, doc)
+    assert f"attestation {story.attestation} the lease relied on is not in the receipt" in defects
+    assert f"the registration of node {NODE} is not in the receipt" in defects
+
+
+def test_names_a_transaction_of_another_lease(story):
+    doc = copy.deepcopy(story.receipt)
+    doc["transactions"].append(
+        {"tx_id": _tx_id(block_of(doc, 1).data.data[0]), "block": 1, "index": 0}
+    )
+    assert "EndLease is about lease 'lease-2', not 'lease-1'" in " ".join(check(story, doc))
+
+
+def test_a_malformed_receipt_is_a_defect_not_a_crash(story):
+    assert check(story, {"format": "fabric/1"}) == ["receipt is malformed: channel: missing"]
+    bad = {**story.receipt, "blocks": [{"number": 2, "block": "not base64!"}]}
+    assert check(story, bad) == ["receipt is malformed: blocks: a block is not base64"]
+    assert verify_fabric_receipt(story.receipt, b"org Org1MSP\nnot pem\n")[0].startswith(
+        "trust roots"
+    )
+
+
+def test_cli_checks_a_fabric_receipt_against_the_roots_named(story, tmp_path, capsys):
+    path, roots = tmp_path / "receipt.json", tmp_path / "roots.pem"
+    path.write_text(json.dumps(story.receipt))
+    roots.write_bytes(story.roots)
+    assert main(["verify-receipt", str(path), "--trust", str(roots)]) == 0
+    assert capsys.readouterr().out.strip() == "OK"
+    assert main(["verify-receipt", str(path)]) == 2
+    assert "--trust" in capsys.readouterr().err
+    roots.write_bytes(Channel().roots_pem())
+    assert main(["verify-receipt", str(path), "--trust", str(roots)]) == 1
+    assert "DEFECT block 0: no valid orderer signature" in capsys.readouterr().out
