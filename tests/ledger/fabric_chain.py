@@ -11,6 +11,7 @@ header DER). The verifier is also run on blocks of a real network in tests/webap
 from __future__ import annotations
 
 import base64
+import copy
 import datetime as dt
 import hashlib
 import json
@@ -196,3 +197,46 @@ def receipt(channel: Channel, lease_id: str, placed: list[tuple[str, int, int]])
         ],
         "transactions": [{"tx_id": t, "block": b, "index": i} for t, b, i in placed],
     }
+
+
+# -- tampering with a receipt, as an attacker who holds no channel key would --
+
+
+def block_of(doc: dict[str, Any], number: int) -> common_pb2.Block:
+    entry = next(b for b in doc["blocks"] if b["number"] == number)
+    return common_pb2.Block.FromString(base64.b64decode(entry["block"]))
+
+
+def put_block(doc: dict[str, Any], number: int, block: common_pb2.Block) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    entry = next(b for b in doc["blocks"] if b["number"] == number)
+    entry["block"] = base64.b64encode(block.SerializeToString()).decode()
+    return doc
+
+
+def flip_byte(doc: dict[str, Any], tx_id: str, marker: bytes = b"") -> dict[str, Any]:
+    """The receipt with one byte of `tx_id`'s envelope changed (the first after `marker`,
+    or the middle one)."""
+    ref = next(t for t in doc["transactions"] if t["tx_id"] == tx_id)
+    block = block_of(doc, ref["block"])
+    envelope = bytearray(block.data.data[ref["index"]])
+    at = envelope.find(marker) + len(marker) if marker else len(envelope) // 2
+    envelope[at] ^= 0x01
+    block.data.data[ref["index"]] = bytes(envelope)
+    return put_block(doc, ref["block"], block)
+
+
+def drop_endorsement(doc: dict[str, Any], tx_id: str, which: int = 1) -> dict[str, Any]:
+    """The receipt with one endorsement taken out of `tx_id`'s transaction."""
+    ref = next(t for t in doc["transactions"] if t["tx_id"] == tx_id)
+    block = block_of(doc, ref["block"])
+    env = common_pb2.Envelope.FromString(block.data.data[ref["index"]])
+    payload = common_pb2.Payload.FromString(env.payload)
+    tx = transaction_pb2.Transaction.FromString(payload.data)
+    cap = transaction_pb2.ChaincodeActionPayload.FromString(tx.actions[0].payload)
+    del cap.action.endorsements[which]
+    tx.actions[0].payload = cap.SerializeToString()
+    payload.data = tx.SerializeToString()
+    env.payload = payload.SerializeToString()
+    block.data.data[ref["index"]] = env.SerializeToString()
+    return put_block(doc, ref["block"], block)
