@@ -24,7 +24,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
@@ -143,6 +143,17 @@ def identity(
     """The signer a serialized identity names, if its certificate was issued by a root of
     the MSP it claims (and was valid at `at_ns`); IdentityDefect otherwise."""
     try:
+        return _identity(serialized, roots, at_ns)
+    except (ValueError, TypeError, UnsupportedAlgorithm, OverflowError) as exc:
+        if isinstance(exc, IdentityDefect):
+            raise
+        raise IdentityDefect(f"identity: unusable certificate ({exc})") from None
+
+
+def _identity(
+    serialized: bytes, roots: dict[str, list[x509.Certificate]], at_ns: int | None
+) -> Signer:
+    try:
         ident = parse(identities_pb2.SerializedIdentity, serialized, "identity")
     except BlockFormatError as exc:
         raise IdentityDefect(str(exc)) from None
@@ -169,14 +180,17 @@ def identity(
 def _issued_by(cert: x509.Certificate, root: x509.Certificate) -> bool:
     try:
         cert.verify_directly_issued_by(root)
-    except (ValueError, TypeError, InvalidSignature):
+    except (ValueError, TypeError, InvalidSignature, UnsupportedAlgorithm):
         return False
     return True
 
 
 def check_signature(signer: Signer, data: bytes, signature: bytes, what: str) -> None:
     """ECDSA with SHA-256 by the signer's key, low-S as Fabric requires."""
-    key = signer.cert.public_key()
+    try:
+        key = signer.cert.public_key()
+    except (ValueError, UnsupportedAlgorithm):
+        raise IdentityDefect(f"{what}: {signer.msp_id} key is unreadable") from None
     if not isinstance(key, ec.EllipticCurvePublicKey):
         raise IdentityDefect(f"{what}: {signer.msp_id} key is not ECDSA")
     try:
