@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 from decimal import Decimal
 
@@ -136,3 +137,25 @@ def test_receipt_of_a_lease_not_yet_on_the_channel_is_a_conflict(fleet, owner, l
         owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
     )
     assert owner.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 409
+
+
+def test_receipt_while_the_peer_is_unreachable_is_a_503(
+    fleet, owner, settings, fabric_network, monkeypatch
+):
+    for key, value in fabric_network.layout.client_env("Org1MSP").items():
+        monkeypatch.setenv(key, value)
+    with socket.socket() as sock:  # a loopback port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    monkeypatch.setenv("FABRIC_PEER_ENDPOINT", f"127.0.0.1:{dead}")
+    settings.LEDGER_BACKEND = "fabric"
+    close_ledger_client()
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
+    )
+    try:
+        response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    finally:
+        close_ledger_client()
+    assert response.status_code == 503
+    assert "unreachable" in response.json()["detail"]

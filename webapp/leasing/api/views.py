@@ -11,6 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from chaincode_client.fabric.receipts import export_fabric_receipt
+from chaincode_client.interface import LedgerUnavailable
 from ledger.receipt import export_receipt
 from webapp.leasing import actions, scheduling, states
 from webapp.leasing.api.serializers import (
@@ -93,6 +94,11 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             return Response(
                 {"detail": f"lease {lease.pk} is not on the ledger yet"},
                 status=status.HTTP_409_CONFLICT,
+            )
+        except LedgerUnavailable as exc:
+            return Response(
+                {"detail": f"the ledger is unreachable, try again: {exc}"},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response(receipt)
 
