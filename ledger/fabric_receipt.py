@@ -112,6 +112,8 @@ def _verify(receipt: Any, roots: TrustRoots) -> list[str]:
     defects: list[str] = []
     if roots.channel is not None and channel != roots.channel:
         defects.append(f"channel {channel!r} is not the channel the trust roots name")
+    if roots.chaincode is not None and chaincode != roots.chaincode:
+        defects.append(f"chaincode {chaincode!r} is not the chaincode the trust roots name")
     blocks: dict[int, Block] = {}
     for number, raw in _blocks(receipt).items():
         try:
@@ -231,6 +233,8 @@ class _Facts:
     needed_nodes: set[str] = field(default_factory=set)
     atts: dict[str, bool] = field(default_factory=dict)  # id -> valid verdict
     nodes: set[str] = field(default_factory=set)
+    lease_txs: set[str] = field(default_factory=set)  # CreateLease/MigrateLease tx ids shown
+    named_txs: set[str] = field(default_factory=set)  # ... and those the lease records name
 
     def add(self, tx: EndorserTx) -> list[str]:
         fn = tx.fn.rsplit(":", 1)[-1]  # a contract-qualified name, `wattlease:Settle`
@@ -248,7 +252,12 @@ class _Facts:
         if about_lease and {req["lease_id"], result["lease_id"]} != {self.lease_id}:
             return [f"{fn} is about lease {req['lease_id']!r}, not {self.lease_id!r}"]
         if fn in LEASE_FNS:
+            # the endorsers read the lease record to answer: the creation and migrations it
+            # names were committed, so they must be the ones this receipt shows
             self.created |= fn == "CreateLease"
+            if fn != "EndLease":
+                self.lease_txs.add(tx_id)
+            self.named_txs |= {result["created_tx"]} | {m["tx_id"] for m in result["migrations"]}
             self.needed_atts |= set(result["attestation_ids"])
             gpus = list(result["gpus"]) + [g for m in result["migrations"] for g in m["from"]]
             self.needed_nodes |= {g["node_id"] for g in gpus}
@@ -281,4 +290,9 @@ class _Facts:
             defects.append(f"the registration of node {node} is not in the receipt")
         for node in sorted(self.nodes - self.needed_nodes):
             defects.append(f"node {node} is in the receipt but the lease never used it")
+        for tx_id in sorted(self.named_txs ^ self.lease_txs):
+            defects.append(
+                f"transaction {tx_id}: the lease's records and the receipt's CreateLease/"
+                "MigrateLease transactions disagree on it"
+            )
         return defects

@@ -7,6 +7,7 @@ operators (`python -m chaincode_client.fabric_network roots`) and names them on 
 line. The file is a PEM bundle; before each certificate a line says whose root it is:
 
     channel wattlease
+    chaincode wattlease
     orderer OrdererMSP
     -----BEGIN CERTIFICATE-----
     ...
@@ -16,6 +17,8 @@ line. The file is a PEM bundle; before each certificate a line says whose root i
 
 `orderer` roots may sign blocks; `org` roots issue clients and peers, and the contract's
 endorsement policy is a peer of *every* `org` MSP named (AND(Org1MSP.peer, Org2MSP.peer)).
+`channel` and `chaincode` (optional) name the channel and the Wattlease contract's chaincode:
+a receipt of another channel, or of another chaincode on it, then fails.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class IdentityDefect(ValueError):
 @dataclass(frozen=True)
 class TrustRoots:
     channel: str | None = None
+    chaincode: str | None = None
     orderers: dict[str, list[x509.Certificate]] = field(default_factory=dict)
     orgs: dict[str, list[x509.Certificate]] = field(default_factory=dict)
 
@@ -73,7 +77,7 @@ def parse_roots(data: bytes) -> TrustRoots:
     if len(data) > MAX_ROOTS_BYTES:
         raise RootsError(f"trust roots: {len(data)} bytes, more than {MAX_ROOTS_BYTES}")
     roots = TrustRoots()
-    channel: str | None = None
+    named: dict[str, str] = {}
     owner: tuple[str, str] | None = None
     pem: list[str] | None = None
     for number, line in enumerate(data.decode(errors="replace").splitlines(), 1):
@@ -94,22 +98,30 @@ def parse_roots(data: bytes) -> TrustRoots:
             if owner is None:
                 raise RootsError(f"{where}: certificate without an `orderer MSP` / `org MSP` line")
             pem = [line]
-        elif len(words) == 2 and words[0] == "channel":
-            channel = words[1]
+        elif len(words) == 2 and words[0] in ("channel", "chaincode"):
+            named[words[0]] = words[1]
         elif len(words) == 2 and words[0] in (ROLE_ORDERER, ROLE_ORG):
             owner = (words[0], words[1])
         else:
-            raise RootsError(f"{where}: expected `channel NAME`, `orderer MSP` or `org MSP`")
+            raise RootsError(
+                f"{where}: expected `channel NAME`, `chaincode NAME`, `orderer MSP` or `org MSP`"
+            )
     if pem is not None:
         raise RootsError("trust roots: a certificate is not closed by " + PEM_END)
     if not roots.orderers or not roots.orgs:
         raise RootsError("trust roots: need at least one `orderer` and one `org` root")
-    return TrustRoots(channel, roots.orderers, roots.orgs)
+    return TrustRoots(named.get("channel"), named.get("chaincode"), roots.orderers, roots.orgs)
 
 
-def format_roots(channel: str, orderers: dict[str, bytes], orgs: dict[str, bytes]) -> str:
+def format_roots(
+    channel: str, chaincode: str, orderers: dict[str, bytes], orgs: dict[str, bytes]
+) -> str:
     """A bundle `parse_roots` reads: each MSP id's root CA certificate (PEM) with its role."""
-    lines = [f"# trust roots of Fabric channel {channel}", f"channel {channel}"]
+    lines = [
+        f"# trust roots of Fabric channel {channel}",
+        f"channel {channel}",
+        f"chaincode {chaincode}",
+    ]
     for role, group in ((ROLE_ORDERER, orderers), (ROLE_ORG, orgs)):
         for msp_id, pem in sorted(group.items()):
             lines += [f"{role} {msp_id}", pem.decode().strip()]

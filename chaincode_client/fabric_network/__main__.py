@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     env.add_argument("org", choices=["Org1MSP", "Org2MSP"])
     roots = sub.add_parser("roots", help="the channel's trust roots (PEM) for an auditor")
     roots.add_argument("--out", type=Path, help="file to write (default: stdout)")
+    roots.add_argument("--chaincode", help="the Wattlease chaincode's name (default: the layout's)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -107,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"export {key}={value}")
         return 0
     if args.command == "roots":
-        text = roots_pem(layout)
+        text = roots_pem(layout, args.chaincode)
         if args.out:
             args.out.write_text(text)
         else:

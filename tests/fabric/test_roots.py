@@ -27,7 +27,7 @@ def test_roots_writes_every_organisations_root_ca_with_its_role(tmp_path, capsys
     out = tmp_path / "roots.pem"
     assert main(["--root", str(layout.root), "roots", "--out", str(out)]) == 0
     roots = parse_roots(out.read_bytes())
-    assert roots.channel == "wattlease"
+    assert (roots.channel, roots.chaincode) == ("wattlease", "wattlease")
     assert roots.orderers == {ORDERER_MSP: [cas[ORDERER_MSP].cert]}
     assert sorted(roots.orgs) == ["Org1MSP", "Org2MSP"]
     assert roots.orgs["Org2MSP"] == [cas["Org2MSP"].cert]

@@ -93,7 +93,7 @@ class Channel:
 
     def roots_pem(self) -> bytes:
         orgs = {m: org.pem for m, org in self.orgs.items()}
-        return format_roots(CHANNEL, {ORDERER_MSP: self.orderer_org.pem}, orgs).encode()
+        return format_roots(CHANNEL, CHAINCODE, {ORDERER_MSP: self.orderer_org.pem}, orgs).encode()
 
     def tx(
         self,

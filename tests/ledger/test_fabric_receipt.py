@@ -70,8 +70,9 @@ def lease_story(settle: dict[str, Any] | None = None, **create: Any) -> Story:
         "status": "ACTIVE",
     }
     lease.update(create)
-    created = chain.tx("CreateLease", {"lease_id": LEASE}, lease)
-    ended = chain.tx("EndLease", {"lease_id": LEASE}, {**lease, "status": "ENDED"})
+    created = chain.tx("CreateLease", {"lease_id": LEASE}, lambda tx: {**lease, "created_tx": tx})
+    ended_lease = {**lease, "created_tx": created[0], "status": "ENDED"}
+    ended = chain.tx("EndLease", {"lease_id": LEASE}, ended_lease)
     settle = settle or settle_request()
     settled = chain.tx("Settle", settle, settle)
     b0 = chain.block([register[1]])
@@ -193,6 +194,19 @@ def test_names_what_the_lease_relied_on_and_the_receipt_left_out(story):
     defects = check(story, doc)
     assert f"attestation {story.attestation} the lease relied on is not in the receipt" in defects
     assert f"the registration of node {NODE} is not in the receipt" in defects
+
+
+def test_names_a_creation_the_lease_records_name_but_the_receipt_left_out(story):
+    doc = copy.deepcopy(story.receipt)
+    created = doc["transactions"].pop(0)["tx_id"]
+    defects = check(story, doc)
+    assert f"no CreateLease of lease {LEASE}" in defects
+    assert any(f"transaction {created}: the lease's records and the receipt" in d for d in defects)
+
+
+def test_rejects_a_receipt_of_another_chaincode_than_the_roots_name(story):
+    doc = {**story.receipt, "chaincode": "lookalike"}
+    assert "chaincode 'lookalike' is not the chaincode the trust roots name" in check(story, doc)
 
 
 def test_names_a_transaction_of_another_lease(story):
