@@ -64,11 +64,12 @@ class TrustRoots:
 def _load_cert(pem: str, where: str) -> x509.Certificate:
     try:
         cert = x509.load_pem_x509_certificate(pem.encode())
+        subject = cert.subject.rfc4514_string()
     except ValueError as exc:
         raise RootsError(f"{where}: not a PEM certificate ({exc})") from None
     constraints = _basic_constraints(cert)
     if constraints is None or not constraints.ca:
-        raise RootsError(f"{where}: {cert.subject.rfc4514_string()} is not a CA certificate")
+        raise RootsError(f"{where}: {subject} is not a CA certificate")
     return cert
 
 
@@ -76,7 +77,7 @@ def parse_roots(data: bytes) -> TrustRoots:
     """The roots in a bundle written by `format_roots` (or by hand, in the same shape)."""
     if len(data) > MAX_ROOTS_BYTES:
         raise RootsError(f"trust roots: {len(data)} bytes, more than {MAX_ROOTS_BYTES}")
-    roots = TrustRoots()
+    groups: dict[str, dict[str, list[x509.Certificate]]] = {ROLE_ORDERER: {}, ROLE_ORG: {}}
     named: dict[str, str] = {}
     owner: tuple[str, str] | None = None
     pem: list[str] | None = None
@@ -86,9 +87,9 @@ def parse_roots(data: bytes) -> TrustRoots:
         if pem is not None:
             pem.append(line)
             if line == PEM_END:
-                assert owner is not None
-                group = roots.orderers if owner[0] == ROLE_ORDERER else roots.orgs
-                group.setdefault(owner[1], []).append(_load_cert("\n".join(pem), where))
+                assert owner is not None  # a PEM block is only opened after its owner line
+                role, msp_id = owner
+                groups[role].setdefault(msp_id, []).append(_load_cert("\n".join(pem), where))
                 pem, owner = None, None
             continue
         words = line.split()
@@ -108,9 +109,13 @@ def parse_roots(data: bytes) -> TrustRoots:
             )
     if pem is not None:
         raise RootsError("trust roots: a certificate is not closed by " + PEM_END)
-    if not roots.orderers or not roots.orgs:
+    orderers, orgs = groups[ROLE_ORDERER], groups[ROLE_ORG]
+    if not orderers or not orgs:
         raise RootsError("trust roots: need at least one `orderer` and one `org` root")
-    return TrustRoots(named.get("channel"), named.get("chaincode"), roots.orderers, roots.orgs)
+    both = sorted(set(orderers) & set(orgs))
+    if both:
+        raise RootsError(f"trust roots: {both} named both `orderer` and `org`")
+    return TrustRoots(named.get("channel"), named.get("chaincode"), orderers, orgs)
 
 
 def format_roots(
