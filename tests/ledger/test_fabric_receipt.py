@@ -237,3 +237,46 @@ def test_cli_checks_a_fabric_receipt_against_the_roots_named(story, tmp_path, ca
     roots.write_bytes(Channel().roots_pem())
     assert main(["verify-receipt", str(path), "--trust", str(roots)]) == 1
     assert "DEFECT block 0: no valid orderer signature" in capsys.readouterr().out
+
+
+def migrated_story() -> Story:
+    """A lease created on node-1 and migrated to node-2: both nodes and both attestations
+    belong in its receipt."""
+    chain = Channel()
+    gpu2 = {"uuid": "GPU-2", "node_id": "node-2", "generation": "H100"}
+    placed = []
+    atts = []
+    for node, gpu in ((NODE, GPU), ("node-2", gpu2)):
+        reg = chain.tx("RegisterNode", {"node_id": node}, {"node_id": node, "gpus": [gpu]})
+        att = chain.tx(
+            "RecordAttestation",
+            {"node_id": node},
+            lambda tx_id, node=node: {"attestation_id": tx_id, "node_id": node, "valid": True},
+        )
+        number = chain.block([reg[1], att[1]])
+        placed += [(reg[0], number, 0), (att[0], number, 1)]
+        atts.append(att[0])
+    lease = {"lease_id": LEASE, "gpus": [GPU], "attestation_ids": [atts[0]], "migrations": []}
+    created = chain.tx("CreateLease", {"lease_id": LEASE}, lambda tx: {**lease, "created_tx": tx})
+    lease["created_tx"] = created[0]
+
+    def moved(tx_id: str) -> dict[str, Any]:
+        step = {"from": [GPU], "to": [gpu2], "tx_id": tx_id}
+        return {**lease, "gpus": [gpu2], "attestation_ids": [atts[1]], "migrations": [step]}
+
+    migrated = chain.tx("MigrateLease", {"lease_id": LEASE}, moved)
+    number = chain.block([created[1], migrated[1]])
+    placed += [(created[0], number, 0), (migrated[0], number, 1)]
+    return Story(chain, receipt(chain, LEASE, placed), chain.roots_pem(), atts[0])
+
+
+def test_a_migrated_lease_shows_both_placements_and_names_what_is_left_out():
+    story = migrated_story()
+    assert check(story) == []
+    doc = copy.deepcopy(story.receipt)
+    doc["transactions"].pop()  # the migration: what it relied on is now unexplained
+    doc["transactions"] = doc["transactions"][2:]  # node-1's registration and attestation too
+    defects = check(story, doc)
+    assert f"the registration of node {NODE} is not in the receipt" in defects
+    assert f"attestation {story.attestation} the lease relied on is not in the receipt" in defects
+    assert "node node-2 is in the receipt but the lease never used it" in defects
