@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from ledger.fabric_receipt import verify_fabric_receipt  # noqa: E402
 from tests.ledger.fabric_chain import Channel, block_of, receipt  # noqa: E402
-from tests.ledger.test_fabric_receipt import LEASE, lease_story  # noqa: E402
+from tests.ledger.fabric_stories import LEASE, lease_story  # noqa: E402
 
 
 def busy_block_receipt(block_txs: int) -> tuple[dict, bytes]:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ledger.fabric_block import BlockFormatError, parse_block, parse_endorser_tx
 from ledger.fabric_receipt import verify_fabric_receipt
 from ledger.fabric_trust import RootsError, parse_roots
-from tests.ledger.test_fabric_receipt import Story, lease_story
+from tests.ledger.fabric_stories import Story, lease_story
 
 EXAMPLES = 300
 
