@@ -24,6 +24,7 @@ a receipt of another channel, or of another chaincode on it, then fails.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 
 from cryptography import x509
@@ -38,6 +39,9 @@ from ledger.fabric_block import BlockFormatError, parse
 
 MAX_ROOTS_BYTES = 1024 * 1024
 MAX_CERT_BYTES = 64 * 1024
+# A receipt names the same few signers again and again (the orderer on every block, each
+# peer on every transaction): certificates and their issuance are checked once per process.
+CERT_CACHE_SIZE = 1024
 PEM_BEGIN = "-----BEGIN CERTIFICATE-----"
 PEM_END = "-----END CERTIFICATE-----"
 ROLE_ORDERER, ROLE_ORG = "orderer", "org"
@@ -178,7 +182,7 @@ def _identity(
     if len(ident.id_bytes) > MAX_CERT_BYTES:
         raise IdentityDefect(f"identity of {msp_id!r}: certificate over {MAX_CERT_BYTES} bytes")
     try:
-        cert = x509.load_pem_x509_certificate(bytes(ident.id_bytes))
+        cert = _load_pem(bytes(ident.id_bytes))
     except ValueError:
         raise IdentityDefect(f"identity of {msp_id!r}: not a PEM certificate") from None
     anchors = roots.get(msp_id)
@@ -194,6 +198,18 @@ def _identity(
     return Signer(msp_id, cert)
 
 
+def clear_cert_caches() -> None:
+    """Forget every certificate checked so far (for measuring a cold start)."""
+    _load_pem.cache_clear()
+    _issued_by.cache_clear()
+
+
+@functools.lru_cache(maxsize=CERT_CACHE_SIZE)
+def _load_pem(pem: bytes) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(pem)
+
+
+@functools.lru_cache(maxsize=CERT_CACHE_SIZE)
 def _issued_by(cert: x509.Certificate, root: x509.Certificate) -> bool:
     try:
         cert.verify_directly_issued_by(root)
