@@ -15,7 +15,6 @@ lease relied on is missing.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -92,7 +91,7 @@ def _blocks(receipt: dict[str, Any]) -> dict[int, bytes]:
             raise ReceiptFormatError(f"blocks: a block over {MAX_BLOCK_BYTES} bytes")
         try:
             blocks[_field(entry, "number", int)] = base64.b64decode(text, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, or a non-ASCII string
             raise ReceiptFormatError("blocks: a block is not base64") from None
     return blocks
 

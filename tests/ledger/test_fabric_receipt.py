@@ -166,8 +166,9 @@ def test_names_a_transaction_of_another_lease(story):
 
 def test_a_malformed_receipt_is_a_defect_not_a_crash(story):
     assert check(story, {"format": "fabric/1"}) == ["receipt is malformed: channel: missing"]
-    bad = {**story.receipt, "blocks": [{"number": 2, "block": "not base64!"}]}
-    assert check(story, bad) == ["receipt is malformed: blocks: a block is not base64"]
+    for text in ("not base64!", "\x80"):
+        bad = {**story.receipt, "blocks": [{"number": 2, "block": text}]}
+        assert check(story, bad) == ["receipt is malformed: blocks: a block is not base64"]
     assert verify_fabric_receipt(story.receipt, b"org Org1MSP\nnot pem\n")[0].startswith(
         "trust roots"
     )
