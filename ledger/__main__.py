@@ -1,5 +1,6 @@
-"""`python -m ledger verify --path DB` | `receipt --path DB --lease ID` | `verify-receipt FILE`
-| `audit-bill BILL.json --receipts DIR --trust ROOTS.pem [--readings DIR]`"""
+"""`python -m ledger verify --path DB` | `receipt --path DB --lease ID` |
+`verify-receipt FILE [--trust ROOTS.pem]` (embedded or Fabric receipts; Fabric needs --trust) |
+`audit-bill BILL.json --receipts DIR --trust ROOTS.pem [--readings DIR]`"""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 from ledger.audit import verify_ledger
 from ledger.audit_bill import UnusableInput, audit_bill
+from ledger.fabric_receipt import FORMAT as FABRIC_FORMAT
+from ledger.fabric_receipt import verify_fabric_receipt
 from ledger.receipt import export_receipt, load_receipt, verify_receipt
 
 
@@ -27,6 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     receipt.add_argument("--out", type=Path, help="file to write (default: stdout)")
     check = sub.add_parser("verify-receipt", help="re-check a receipt offline")
     check.add_argument("file", type=Path)
+    check.add_argument(
+        "--trust",
+        type=Path,
+        help="the channel's trust roots (PEM, from `python -m chaincode_client.fabric_network "
+        "roots`); required for a Fabric receipt",
+    )
     bill = sub.add_parser("audit-bill", help="re-derive every line of a bill from receipts")
     bill.add_argument("bill", type=Path, help="the bill (GET /api/bills/) as JSON")
     bill.add_argument("--receipts", type=Path, required=True, help="DIR of <lease>.json")
@@ -60,7 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(text)
         return 0
-    problems = verify_receipt(load_receipt(ns.file))
+    doc = load_receipt(ns.file)
+    if isinstance(doc, dict) and doc.get("format") == FABRIC_FORMAT:
+        if ns.trust is None:
+            print("error: a Fabric receipt is checked against --trust ROOTS.pem", file=sys.stderr)
+            return 2
+        problems = verify_fabric_receipt(doc, ns.trust.read_bytes())
+    else:
+        problems = verify_receipt(doc)
     for problem in problems:
         print(f"DEFECT {problem}")
     print("OK" if not problems else f"FAILED: {len(problems)} defects")

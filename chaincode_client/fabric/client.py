@@ -114,13 +114,18 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
     def from_env(cls, env: Mapping[str, str] | None = None) -> FabricGatewayClient:
         return cls.from_settings(FabricSettings.from_env(env))
 
-    def _proposal(self, fn: str, args: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    def _proposal(self, fn: str, args: tuple[str, ...], chaincode: str | None = None):  # type: ignore[no-untyped-def]
         return build_proposal(
-            self.identity, self._signer, self.channel_name, self.chaincode, fn, args
+            self.identity, self._signer, self.channel_name, chaincode or self.chaincode, fn, args
         )
 
     def evaluate(self, fn: str, *args: str) -> bytes:
-        signed = self._proposal(fn, args)
+        return self.evaluate_chaincode(self.chaincode, fn, *args)
+
+    def evaluate_chaincode(self, chaincode: str, fn: str, *args: str) -> bytes:
+        """Evaluate `fn` of another chaincode on the same channel through the same gateway:
+        a system chaincode such as `qscc` (blocks by transaction id) or another contract."""
+        signed = self._proposal(fn, args, chaincode)
         request = gateway_pb2.EvaluateRequest(
             transaction_id=signed.tx_id,
             channel_id=self.channel_name,
@@ -132,7 +137,7 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
             raise to_ledger_error("evaluate", err) from None
         if response.result.status >= PEER_ERROR_THRESHOLD:
             raise EndorsementError(
-                f"evaluate {fn}: chaincode returned {response.result.status}: "
+                f"evaluate {chaincode}.{fn}: chaincode returned {response.result.status}: "
                 f"{response.result.message}"
             )
         return bytes(response.result.payload)

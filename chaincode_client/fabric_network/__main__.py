@@ -6,7 +6,8 @@
   network's folder);
 - `status`: which processes run, the package ids, whether the cached build is verified;
 - `logs NAME`: the last lines of one node's log (no NAME: the list of logs);
-- `env ORG`: the FABRIC_* settings an application of that organisation uses.
+- `env ORG`: the FABRIC_* settings an application of that organisation uses;
+- `roots [--out FILE]`: the channel's trust roots, for an auditor's `verify-receipt --trust`.
 Exit code 0 on success, 1 on failure, so CI fails loudly.
 """
 
@@ -30,6 +31,7 @@ from chaincode_client.fabric_network.build import (
 from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT, Layout, NetworkError
 from chaincode_client.fabric_network.network import Network
 from chaincode_client.fabric_network.processes import tail
+from chaincode_client.fabric_network.roots import roots_pem
 
 
 def default_root() -> Path:
@@ -80,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("-n", "--lines", type=int, default=40)
     env = sub.add_parser("env", parents=[after], help="FABRIC_* settings for an application")
     env.add_argument("org", choices=["Org1MSP", "Org2MSP"])
+    roots = sub.add_parser("roots", help="the channel's trust roots (PEM) for an auditor")
+    roots.add_argument("--out", type=Path, help="file to write (default: stdout)")
+    roots.add_argument("--chaincode", help="the Wattlease chaincode's name (default: the layout's)")
     args = parser.parse_args(argv)
     try:
         return _run(args)
@@ -117,6 +122,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "env":
         for key, value in layout.client_env(args.org).items():
             print(f"export {key}={value}")
+        return 0
+    if args.command == "roots":
+        text = roots_pem(layout, args.chaincode)
+        if args.out:
+            args.out.write_text(text)
+        else:
+            print(text, end="")
         return 0
     stamp = read_stamp(spec, cache_root())
     where = build_dir(spec, cache_root())

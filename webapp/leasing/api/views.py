@@ -10,6 +10,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
+from chaincode_client.fabric.receipts import export_fabric_receipt
+from chaincode_client.interface import LedgerUnavailable
 from ledger.receipt import export_receipt
 from webapp.leasing import actions, bills, scheduling, states
 from webapp.leasing.api.serializers import (
@@ -18,6 +20,7 @@ from webapp.leasing.api.serializers import (
     MigrateSerializer,
 )
 from webapp.leasing.models import Lease, Settlement
+from webapp.outbox.ledger import ledger_client
 from webapp.tenancy.querysets import restrict_to_tenant
 
 
@@ -79,22 +82,23 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @action(detail=True, methods=["get"])
     def receipt(self, request, pk=None):
         """Every ledger record of this lease with the block headers and endorsements they
-        sit in: check it offline with `python -m ledger verify-receipt FILE`."""
+        sit in (on Fabric: the raw blocks holding them): check it offline with
+        `python -m ledger verify-receipt FILE [--trust ROOTS.pem]`."""
         lease = self.get_object()
-        if settings.LEDGER_BACKEND != "embedded":
-            return Response(
-                {
-                    "detail": "receipts are exported from the embedded ledger; on "
-                    "Fabric, query the channel (GetHistory)"
-                },
-                status=501,
-            )
         try:
-            receipt = export_receipt(settings.LEDGER_PATH, str(lease.ledger_id))
+            if settings.LEDGER_BACKEND == "embedded":
+                receipt = export_receipt(settings.LEDGER_PATH, str(lease.ledger_id))
+            else:
+                receipt = export_fabric_receipt(ledger_client(), str(lease.ledger_id))
         except (KeyError, OSError, sqlite3.Error):
             return Response(
                 {"detail": f"lease {lease.pk} is not on the ledger yet"},
                 status=status.HTTP_409_CONFLICT,
+            )
+        except LedgerUnavailable as exc:
+            return Response(
+                {"detail": f"the ledger is unreachable, try again: {exc}"},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response(receipt)
 

@@ -1,0 +1,166 @@
+"""Tenant receipts on a real Fabric network: the app relays a swtpm node's registration and
+quote, a lease, its end and its settlement; the tenant fetches the lease's receipt through the
+API (the raw blocks holding those transactions, from the peer's QSCC) and it re-checks offline
+against the channel's roots, and fails, naming the defect, once tampered with or checked
+against another channel's roots."""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import time
+from decimal import Decimal
+
+import pytest
+
+from chaincode_client.fabric_network.roots import roots_pem
+from ledger.__main__ import main as ledger_cli
+from ledger.fabric_block import parse_block, parse_endorser_tx
+from ledger.fabric_receipt import verify_fabric_receipt
+from ledger.money import settlement_amount
+from tests.fabric.network_fixture import new_chaincode
+from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
+from webapp.leasing import actions
+from webapp.outbox.ledger import close_ledger_client, ledger_client
+from webapp.outbox.models import OutboxEntry
+from webapp.outbox.relay import relay_once
+
+pytestmark = pytest.mark.fabric
+ACTOR = "test"
+RELAY_TIMEOUT_S = 60
+ATTRIBUTED_MJ, MEASURED_MJ, TARIFF = 7_200_000_000, 8_000_000_000, 200_000
+
+
+@pytest.fixture
+def ledger(settings, fabric_network, monkeypatch):
+    """Overrides the embedded `ledger` of tests/webapp/conftest.py: the app on Fabric, on a
+    contract namespace of its own (an empty ledger)."""
+    env = fabric_network.layout.client_env("Org1MSP")
+    env["FABRIC_CHAINCODE"] = new_chaincode(fabric_network, "receipt")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings.LEDGER_BACKEND = "fabric"
+    close_ledger_client()
+    yield ledger_client()
+    close_ledger_client()
+
+
+def relay_all(ledger) -> None:
+    deadline = time.monotonic() + RELAY_TIMEOUT_S
+    while OutboxEntry.objects.exclude(status=OutboxEntry.DONE).exists():
+        rejected = OutboxEntry.objects.filter(status=OutboxEntry.REJECTED)
+        assert not rejected.exists(), list(rejected.values("function", "last_error"))
+        assert time.monotonic() < deadline, list(OutboxEntry.objects.values("function", "status"))
+        relay_once(ledger)
+
+
+def settled_lease(fleet, tenant, attestation, ledger):
+    lease = actions.request_lease(
+        tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
+    )
+    lease = actions.place_lease(
+        lease,
+        fleet.gpus[:2],
+        price={},
+        price_total_micro=5_000_000,
+        attributed_energy_mj=ATTRIBUTED_MJ,
+        attestations=[attestation],
+        actor=ACTOR,
+    )
+    actions.activate_lease(lease, actor=ACTOR)
+    actions.end_lease(lease, actor=ACTOR)
+    interval = actions.SettlementInput(
+        generation="A100-SXM4-80GB",
+        attributed_energy_mj=ATTRIBUTED_MJ,
+        measured_energy_mj=MEASURED_MJ,
+        tariff_micro_per_kwh=TARIFF,
+        amount_micro=settlement_amount(MEASURED_MJ, ATTRIBUTED_MJ, TARIFF),
+        telemetry_digest="ab" * 32,
+    )
+    actions.settle_lease(lease, [interval], actor=ACTOR)
+    relay_all(ledger)
+    return lease
+
+
+def functions(receipt) -> dict[str, str]:
+    """tx id -> the contract function each transaction of the receipt called"""
+    blocks = {b["number"]: parse_block(base64.b64decode(b["block"])) for b in receipt["blocks"]}
+    return {
+        t["tx_id"]: parse_endorser_tx(blocks[t["block"]].envelopes[t["index"]]).fn
+        for t in receipt["transactions"]
+    }
+
+
+def test_tenant_receipt_from_fabric_verifies_against_the_channel_roots(
+    fleet, owner, outsider, attested_node, ledger, fabric_network, tmp_path, capsys
+):
+    lease = settled_lease(fleet, owner.tenant, attested_node, ledger)
+    started = time.perf_counter()
+    response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    fetched_ms = 1000 * (time.perf_counter() - started)
+    assert response.status_code == 200, response.content
+    receipt = response.json()
+    assert receipt["format"] == "fabric/1" and receipt["channel"] == "wattlease"
+    roots = roots_pem(fabric_network.layout, ledger.chaincode).encode()  # what the app runs
+    assert verify_fabric_receipt(receipt, roots) == []
+    by_fn = functions(receipt)
+    assert sorted(by_fn.values()) == sorted(
+        ["RegisterNode", "RecordAttestation", "CreateLease", "EndLease", "Settle"]
+    ), by_fn
+    assert attested_node.ledger_tx in by_fn  # the attestation the lease relied on
+
+    # the auditor's command line, with the roots file the operator hands out
+    receipt_file, roots_file = tmp_path / "receipt.json", tmp_path / "roots.pem"
+    receipt_file.write_text(json.dumps(receipt))
+    roots_file.write_bytes(roots)
+    assert ledger_cli(["verify-receipt", str(receipt_file), "--trust", str(roots_file)]) == 0
+    assert capsys.readouterr().out.strip() == "OK"
+    print(
+        f"receipt: {len(receipt['blocks'])} blocks, {len(by_fn)} transactions, "
+        f"fetched through the API in {fetched_ms:.0f} ms"
+    )
+
+    settle = next(tx for tx, fn in by_fn.items() if fn == "Settle")
+    create = next(tx for tx, fn in by_fn.items() if fn == "CreateLease")
+    tampered = verify_fabric_receipt(flip_byte(receipt, settle), roots)
+    assert any("data hash does not match the block's transactions" in d for d in tampered)
+    dropped = verify_fabric_receipt(drop_endorsement(receipt, create), roots)
+    assert any(
+        f"({create}): endorsement policy AND(Org1MSP.peer, Org2MSP.peer) not met" in d
+        for d in dropped
+    ), dropped
+    foreign = verify_fabric_receipt(receipt, Channel().roots_pem())
+    assert any("no valid orderer signature" in d for d in foreign), foreign
+    assert any("not issued by Org1MSP's trust root" in d for d in foreign), foreign
+
+    assert outsider.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 404
+
+
+def test_receipt_of_a_lease_not_yet_on_the_channel_is_a_conflict(fleet, owner, ledger):
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
+    )
+    assert owner.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 409
+
+
+def test_receipt_while_the_peer_is_unreachable_is_a_503(
+    fleet, owner, settings, fabric_network, monkeypatch
+):
+    for key, value in fabric_network.layout.client_env("Org1MSP").items():
+        monkeypatch.setenv(key, value)
+    with socket.socket() as sock:  # a loopback port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    monkeypatch.setenv("FABRIC_PEER_ENDPOINT", f"127.0.0.1:{dead}")
+    settings.LEDGER_BACKEND = "fabric"
+    close_ledger_client()
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
+    )
+    try:
+        response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    finally:
+        close_ledger_client()
+    assert response.status_code == 503
+    assert "unreachable" in response.json()["detail"]
