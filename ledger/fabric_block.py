@@ -14,6 +14,8 @@ import hashlib
 from dataclasses import dataclass
 
 from fabric_protos.common import common_pb2
+from fabric_protos.ledger.rwset import rwset_pb2
+from fabric_protos.ledger.rwset.kvrwset import kv_rwset_pb2
 from fabric_protos.peer import (
     chaincode_pb2,
     proposal_pb2,
@@ -160,6 +162,7 @@ class EndorserTx:
     args: list[bytes]
     status: int
     result: bytes  # the chaincode's return value
+    writes: dict[str, bytes | None]  # the contract's namespace: key -> value (None: deleted)
 
 
 def envelope_tx_id(raw: bytes) -> str:
@@ -219,4 +222,18 @@ def parse_endorser_tx(raw: bytes) -> EndorserTx:
         args=args[1:],
         status=int(action.response.status),
         result=bytes(action.response.payload),
+        writes=_writes(bytes(action.results), str(action.chaincode_id.name)),
     )
+
+
+def _writes(results: bytes, namespace: str) -> dict[str, bytes | None]:
+    """The keys a transaction wrote in `namespace` (its read-write set, as endorsed)."""
+    rwset = parse(rwset_pb2.TxReadWriteSet, results, "chaincode action results")
+    writes: dict[str, bytes | None] = {}
+    for ns in rwset.ns_rwset:
+        if ns.namespace != namespace:
+            continue
+        kv = parse(kv_rwset_pb2.KVRWSet, ns.rwset, f"rwset of {namespace}")
+        for write in kv.writes:
+            writes[str(write.key)] = None if write.is_delete else bytes(write.value)
+    return writes

@@ -8,8 +8,8 @@ each transaction, its validation code, the creator's signature, the transaction 
 proposal hash, every endorsement's signature and the endorsement policy (a peer of every
 organisation), all against the trust roots given, never against anything in the receipt.
 Then the contract-level facts: every transaction is about this lease (or an attestation or
-node it relied on), settlement amounts are recomputed with `ledger.money`, and nothing the
-lease relied on is missing.
+node it relied on), each settlement line is re-derived from the lease terms its transaction
+wrote (as for embedded receipts), and nothing the lease relied on is missing.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger import money
 from ledger.fabric_block import (
     MAX_BLOCK_BYTES,
     VALID_CODE,
@@ -38,6 +37,7 @@ from ledger.fabric_trust import (
     identity,
     parse_roots,
 )
+from ledger.receipt import check_settlement
 
 FORMAT = "fabric/1"
 ENDORSER_TRANSACTION = 3  # common.HeaderType
@@ -242,11 +242,18 @@ class _Facts:
                 raise ReceiptFormatError(f"{len(tx.args)} arguments, expected 1")
             req = _json_object(tx.args[0], "the request")
             result = _json_object(tx.result, "the response")
-            return self._add(fn, tx.tx_id, req, result)
+            return self._add(fn, tx.tx_id, req, result, tx.writes)
         except (ReceiptFormatError, KeyError, TypeError, ValueError, AttributeError) as exc:
             return [f"{fn}: not shaped as the contract writes it ({type(exc).__name__}: {exc})"]
 
-    def _add(self, fn: str, tx_id: str, req: dict[str, Any], result: dict[str, Any]) -> list[str]:
+    def _add(
+        self,
+        fn: str,
+        tx_id: str,
+        req: dict[str, Any],
+        result: dict[str, Any],
+        writes: dict[str, bytes | None],
+    ) -> list[str]:
         about_lease = fn in LEASE_FNS or fn == "Settle"
         if about_lease and {req["lease_id"], result["lease_id"]} != {self.lease_id}:
             return [f"{fn} is about lease {req['lease_id']!r}, not {self.lease_id!r}"]
@@ -261,11 +268,9 @@ class _Facts:
             gpus = list(result["gpus"]) + [g for m in result["migrations"] for g in m["from"]]
             self.needed_nodes |= {g["node_id"] for g in gpus}
         elif fn == "Settle":
-            expected = money.settlement_amount(
-                req["measured_mj"], req["attributed_mj"], req["tariff_micro_per_kwh"]
-            )
-            if req["amount_micro"] != expected or result["amount_micro"] != expected:
-                return [f"settlement amount {req['amount_micro']} != recomputed {expected}"]
+            # the line re-derived from the lease terms the transaction wrote beside it, as
+            # for the embedded ledger's receipts
+            return check_settlement(f"Settle {tx_id[:12]}", writes)
         elif fn == "RecordAttestation":
             if result["attestation_id"] != tx_id:
                 return [f"attestation id {result['attestation_id']!r} is not its tx id"]

@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from fabric_protos.common import common_pb2
+from fabric_protos.ledger.rwset import rwset_pb2
+from fabric_protos.ledger.rwset.kvrwset import kv_rwset_pb2
 from fabric_protos.peer import (
     chaincode_pb2,
     proposal_pb2,
@@ -102,6 +104,7 @@ class Channel:
         result: dict[str, Any] | Callable[[str], dict[str, Any]] | None = None,
         endorsers: tuple[tuple[Identity, Signer], ...] | None = None,
         msp_id: str = "Org1MSP",
+        writes: dict[str, bytes | None] | None = None,
     ) -> tuple[str, bytes]:
         """(tx id, envelope) of `fn(request)` answered with `result`, endorsed by a peer of
         each organisation (or `endorsers`), signed by a client of `msp_id`."""
@@ -114,7 +117,18 @@ class Channel:
         if callable(result):  # an answer that names the transaction (an attestation's id)
             result = result(signed.tx_id)
         answer = json.dumps(result if result is not None else request, sort_keys=True).encode()
+        kv = kv_rwset_pb2.KVRWSet(
+            writes=[
+                kv_rwset_pb2.KVWrite(key=k, is_delete=v is None, value=v or b"")
+                for k, v in (writes or {}).items()
+            ]
+        )
+        results = rwset_pb2.TxReadWriteSet(
+            data_model=rwset_pb2.TxReadWriteSet.KV,
+            ns_rwset=[rwset_pb2.NsReadWriteSet(namespace=CHAINCODE, rwset=kv.SerializeToString())],
+        )
         action = proposal_pb2.ChaincodeAction(
+            results=results.SerializeToString(),
             response=proposal_response_pb2.Response(status=200, payload=answer),
             chaincode_id=chaincode_pb2.ChaincodeID(name=CHAINCODE, version="1"),
         )

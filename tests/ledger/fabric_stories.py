@@ -8,13 +8,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.money import settlement_amount
+from ledger.canonical import dumps
+from ledger.contract_state import LEASE as LEASE_KEY
+from ledger.contract_state import SEQ_DIGITS, SETTLEMENT
 from tests.ledger.fabric_chain import Channel, receipt
+from tests.ledger.helpers import A100, lease_terms
+from tests.ledger.helpers import settle_request as line_request
 
 LEASE = "lease-1"
 NODE = "node-1"
-GPU = {"uuid": "GPU-1", "node_id": NODE, "generation": "A100"}
-MEASURED, ATTRIBUTED, TARIFF = 9_000_000_000, 7_200_000_000, 200_000
+GPU = {"uuid": "GPU-1", "node_id": NODE, "generation": A100}
+START_MS = 1_796_000_000_000  # fixed: the stories are the same on every run
+HOUR_MS = 3_600_000
+MEASURED = 1_200_000_000  # 400 W for an hour, in mJ
+TERMS = lease_terms([GPU["uuid"]], generation=A100, start_ms=START_MS, planned_ms=HOUR_MS)
 
 
 @dataclass
@@ -25,16 +32,16 @@ class Story:
     attestation: str
 
 
-def settle_request(amount: int | None = None) -> dict[str, Any]:
-    expected = settlement_amount(MEASURED, ATTRIBUTED, TARIFF)
-    return {
-        "lease_id": LEASE,
-        "interval_seq": 0,
-        "measured_mj": MEASURED,
-        "attributed_mj": ATTRIBUTED,
-        "tariff_micro_per_kwh": TARIFF,
-        "amount_micro": expected if amount is None else amount,
-    }
+def settle_request(**overrides: Any) -> dict[str, Any]:
+    """The honest line of the lease's hour (ledger.money), with `overrides` forged in."""
+    return line_request(
+        LEASE, 0, TERMS, START_MS, START_MS + HOUR_MS, MEASURED, final=True, **overrides
+    )
+
+
+def settlement_key(seq: int) -> str:
+    """The contract's composite key of a lease's line (as stub.create_composite_key)."""
+    return f"\x00{SETTLEMENT}\x00{LEASE}\x00{str(seq).zfill(SEQ_DIGITS)}\x00"
 
 
 def lease_story(settle: dict[str, Any] | None = None, **create: Any) -> Story:
@@ -54,13 +61,19 @@ def lease_story(settle: dict[str, Any] | None = None, **create: Any) -> Story:
         "attestation_ids": [attest[0]],
         "migrations": [],
         "status": "ACTIVE",
+        "terms": TERMS,
     }
     lease.update(create)
     created = chain.tx("CreateLease", {"lease_id": LEASE}, lambda tx: {**lease, "created_tx": tx})
     ended_lease = {**lease, "created_tx": created[0], "status": "ENDED"}
     ended = chain.tx("EndLease", {"lease_id": LEASE}, ended_lease)
     settle = settle or settle_request()
-    settled = chain.tx("Settle", settle, settle)
+    line = {**settle, "generation": A100}
+    writes = {
+        settlement_key(settle["interval_seq"]): dumps(line),
+        LEASE_KEY + LEASE: dumps(ended_lease),
+    }
+    settled = chain.tx("Settle", settle, line, writes=writes)
     b0 = chain.block([register[1]])
     b1 = chain.block([other[1], attest[1]])
     b2 = chain.block([created[1]])

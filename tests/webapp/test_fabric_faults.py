@@ -15,6 +15,7 @@ from decimal import Decimal
 import pytest
 
 from tests.fabric.network_fixture import start_network
+from tests.webapp.helpers import place
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.models import GPU
 from webapp.leasing import actions
@@ -86,15 +87,7 @@ def test_every_relayed_lease_commits_exactly_once_through_peer_and_orderer_fault
             lease = actions.request_lease(
                 tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
             )
-            lease = actions.place_lease(
-                lease,
-                gpus,
-                price={},
-                price_total_micro=5_000_000,
-                attributed_energy_mj=7_200_000_000,
-                attestations=[attested_node],
-                actor=ACTOR,
-            )
+            lease = place(lease, gpus, [attested_node])
             actions.activate_lease(lease, actor=ACTOR)
             actions.end_lease(lease, actor=ACTOR)
             leases.append(lease)

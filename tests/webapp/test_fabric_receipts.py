@@ -18,9 +18,9 @@ from chaincode_client.fabric_network.roots import roots_pem
 from ledger.__main__ import main as ledger_cli
 from ledger.fabric_block import parse_block, parse_endorser_tx
 from ledger.fabric_receipt import verify_fabric_receipt
-from ledger.money import settlement_amount
 from tests.fabric.network_fixture import new_chaincode
 from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
+from tests.webapp.helpers import line, place
 from webapp.leasing import actions
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
@@ -29,7 +29,6 @@ from webapp.outbox.relay import relay_once
 pytestmark = pytest.mark.fabric
 ACTOR = "test"
 RELAY_TIMEOUT_S = 60
-ATTRIBUTED_MJ, MEASURED_MJ, TARIFF = 7_200_000_000, 8_000_000_000, 200_000
 
 
 @pytest.fixture
@@ -59,26 +58,10 @@ def settled_lease(fleet, tenant, attestation, ledger):
     lease = actions.request_lease(
         tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
     )
-    lease = actions.place_lease(
-        lease,
-        fleet.gpus[:2],
-        price={},
-        price_total_micro=5_000_000,
-        attributed_energy_mj=ATTRIBUTED_MJ,
-        attestations=[attestation],
-        actor=ACTOR,
-    )
+    lease = place(lease, fleet.gpus[:2], [attestation])
     actions.activate_lease(lease, actor=ACTOR)
     actions.end_lease(lease, actor=ACTOR)
-    interval = actions.SettlementInput(
-        generation="A100-SXM4-80GB",
-        attributed_energy_mj=ATTRIBUTED_MJ,
-        measured_energy_mj=MEASURED_MJ,
-        tariff_micro_per_kwh=TARIFF,
-        amount_micro=settlement_amount(MEASURED_MJ, ATTRIBUTED_MJ, TARIFF),
-        telemetry_digest="ab" * 32,
-    )
-    actions.settle_lease(lease, [interval], actor=ACTOR)
+    actions.settle_lease(lease, [line(lease, watts=300)], actor=ACTOR)
     relay_all(ledger)
     return lease
 
