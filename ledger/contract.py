@@ -3,7 +3,8 @@
 Written once against fabric-chaincode-python's contract API and the shim stub only, so it runs
 unchanged on the embedded engine and as chaincode-as-a-service on a Fabric peer. Every
 function takes one JSON-object string and returns canonical JSON. Deterministic: the only
-clock is the proposal timestamp, there is no randomness and money is integers.
+clock is the proposal timestamp (each endorser refuses one far from its own clock), there is
+no randomness (challenge nonces are derived from the transaction id) and money is integers.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from fabric_chaincode_python.fabric_contract_api import (
     TransactionContext,
 )
 
-from ledger import attestation, money
+from ledger import attestation, challenges, money
 from ledger import contract_args as args
 from ledger import contract_rules as rules
 from ledger.contract_state import (
     ATTESTATION,
+    CHALLENGE,
     CLOCK,
     GPU,
     GPU_LEASE,
@@ -46,7 +48,7 @@ from ledger.contract_state import (
 CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
 NONCE_MIN_BYTES, NONCE_MAX_BYTES = 8, 64
-HISTORY_KEY_PREFIXES = (NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, LEASE)
+HISTORY_KEY_PREFIXES = (NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, CHALLENGE, LEASE)
 QUERIES = [
     "GetNode",
     "GetLease",
@@ -139,10 +141,27 @@ class WattleaseContract(Contract):
 
     # -- attestations --------------------------------------------------------------------
 
+    async def IssueChallenge(self, ctx: TransactionContext, request: str) -> str:
+        """{node_id} -> {node_id, nonce (hex), challenge_tx, issued_ns, expires_ns}: a nonce
+        derived from this transaction, for the node's next quote."""
+        node_id = args.identifier(args.load_object(request), "node_id")
+        stub = ctx.get_stub()
+        node = await rules.load_node(stub, node_id)
+        rules.require_org(ctx, node["org"], f"node {node_id}")
+        if node["revoked"]:
+            raise ContractError(f"the AK of node {node_id} is revoked")
+        challenge = challenges.new_challenge(
+            node_id, stub.get_txid(), tx_time_ns(stub), node["pcr_policy"]
+        )
+        await put_json(stub, CHALLENGE + challenge["nonce"], challenge)
+        stub.set_event("ChallengeIssued", dumps({"node_id": node_id, "nonce": challenge["nonce"]}))
+        return _out(challenge)
+
     async def RecordAttestation(self, ctx: TransactionContext, request: str) -> str:
         """{node_id, quote (b64 TPMS_ATTEST), signature (b64 TPMT_SIGNATURE),
-        pcr_values: {sha256: {index: hex}}, nonce (hex)}. The verdict is recomputed here
-        against the AK on the ledger; a failing verdict is recorded too (as evidence)."""
+        pcr_values: {sha256: {index: hex}}, nonce (hex, from IssueChallenge)}. The verdict is
+        recomputed here against the AK on the ledger; a failing verdict is recorded too (as
+        evidence). The attestation's age counts from the challenge's issue."""
         req = args.load_object(request)
         node_id = args.identifier(req, "node_id")
         quote, signature = args.b64bytes(req, "quote"), args.b64bytes(req, "signature")
@@ -153,6 +172,7 @@ class WattleaseContract(Contract):
         rules.require_org(ctx, node["org"], f"node {node_id}")
         if node["revoked"]:
             raise ContractError(f"the AK of node {node_id} is revoked")
+        now = tx_time_ns(stub)
         evidence = hashlib.sha256(quote + signature).hexdigest()
         seen = await get_json(stub, NONCE + nonce.hex())
         if seen is not None:
@@ -163,7 +183,10 @@ class WattleaseContract(Contract):
                 and (earlier["node_id"] == node_id)
             ):
                 return _out(earlier)  # the same evidence resubmitted: a retry, not a replay
-            raise ContractError(f"nonce {nonce.hex()} was already used by attestation {seen}")
+            raise ContractError(
+                f"[attest.replayed] nonce {nonce.hex()} was already answered by attestation {seen}"
+            )
+        challenge = await challenges.outstanding(stub, node_id, nonce, now)
         previous = await get_json(stub, CLOCK + node_id)
         verdict = attestation.verify(
             args.b64bytes(node, "ak_public"),
@@ -180,13 +203,16 @@ class WattleaseContract(Contract):
             "node_id": node_id,
             "ak_epoch": node["ak_epoch"],
             "nonce": nonce.hex(),
+            "challenge_tx": challenge["challenge_tx"],
             "evidence_sha256": evidence,
-            "timestamp_ns": tx_time_ns(stub),
+            "timestamp_ns": challenge["issued_ns"],  # the quote cannot predate its challenge
+            "answered_ns": now,
             "valid": verdict["valid"],
             "verdict": verdict,
         }
         await put_json(stub, ATTESTATION + att_id, record)
         await put_json(stub, NONCE + nonce.hex(), att_id)
+        await stub.delete_state(CHALLENGE + nonce.hex())  # answered: at most once
         if verdict["valid"] and verdict.get("clock"):
             await put_json(stub, CLOCK + node_id, verdict["clock"])
         stub.set_event(

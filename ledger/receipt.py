@@ -2,10 +2,10 @@
 
 A receipt holds the channel configuration (organisations' CA certificates, endorsement
 policy), every block header of the chain, and for each transaction of the lease (its
-creation, migrations, end, settlements, the attestations it relied on and its nodes'
-registrations) the raw envelope, its position and the hashes of its block's other
-envelopes. `verify_receipt` recomputes the hash chain, each block's data hash, the creator and
-endorsement signatures against the policy, and every settlement amount.
+creation, migrations, end, settlements, the attestations it relied on, the challenges they
+answered and its nodes' registrations) the raw envelope, its position and the hashes of its
+block's other envelopes. `verify_receipt` recomputes the hash chain, each block's data hash,
+the creator and endorsement signatures against the policy, and every settlement amount.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from ledger import money
 from ledger.audit import _Chain
-from ledger.contract_state import ATTESTATION, LEASE, NODE, SETTLEMENT
+from ledger.contract_state import ATTESTATION, CHALLENGE, LEASE, NODE, SETTLEMENT
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.tx import (
     VALID,
@@ -49,6 +49,8 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
         nodes |= {g["node_id"] for g in lease["gpus"]}
     keys = [LEASE + lease_id]
     keys += [ATTESTATION + att for att in sorted(atts)]
+    # the challenge each attestation answered: its issue time is the attestation's age
+    keys += [CHALLENGE + _nonce_of(chain, att) for att in sorted(atts)]
     keys += [NODE + node for node in sorted(nodes)]
     wanted = chain.writers(keys, prefix=f"\x00{SETTLEMENT}\x00{lease_id}\x00")
     blocks = {block for block, _ in wanted}
@@ -86,6 +88,11 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
         "headers": headers,
         "transactions": entries,
     }
+
+
+def _nonce_of(chain: _Chain, att_id: str) -> str:
+    raw = chain.value(ATTESTATION + att_id)
+    return str(json.loads(raw)["nonce"]) if raw else ""
 
 
 def verify_receipt(receipt: dict[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -23,14 +24,15 @@ from ledger.engine.msp import new_identity
 
 ORG1, ORG2 = "Org1MSP", "Org2MSP"
 NS_PER_S = 1_000_000_000
-START_NS = 1_800_000_000 * NS_PER_S  # tests run on a clock they can step
 
 
 class StepClock:
-    """The proposals' timestamp source in tests: moves only when told (thread-safe)."""
+    """The proposals' timestamp source in tests: starts at wall-clock time and then moves
+    only when told (thread-safe). Endorsers compare it with their own clocks, so a step
+    beyond LEDGER_MAX_CLOCK_SKEW_S is refused, as a forged client timestamp would be."""
 
-    def __init__(self, start_ns: int = START_NS) -> None:
-        self._now = start_ns
+    def __init__(self, start_ns: int | None = None) -> None:
+        self._now = time.time_ns() if start_ns is None else start_ns
         self._lock = threading.Lock()
 
     def __call__(self) -> int:
@@ -39,6 +41,7 @@ class StepClock:
             return self._now
 
     def advance(self, seconds: int) -> None:
+        """Step forward, or back with a negative number (a client forging an old time)."""
         with self._lock:
             self._now += seconds * NS_PER_S
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from chaincode_client.interface import LedgerClient
@@ -35,10 +34,15 @@ def register_node(
     return json.loads(client.submit("RegisterNode", js(request)).payload)
 
 
-def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes | None = None) -> dict:
+def challenge(client: LedgerClient, node_id: str) -> bytes:
+    """A nonce the ledger issued for the node's next quote (IssueChallenge)."""
+    receipt = client.submit("IssueChallenge", js({"node_id": node_id}))
+    return bytes.fromhex(json.loads(receipt.payload)["nonce"])
+
+
+def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes) -> dict:
     import base64
 
-    nonce = nonce or os.urandom(16)
     evidence = tpm.agent.quote(tpm.aks[ak_index], nonce, "sha256:0,2,7")
     return {
         "node_id": node_id,
@@ -52,7 +56,9 @@ def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes | None = N
 
 
 def attest(client: LedgerClient, tpm: Any, node_id: str, ak_index: int) -> dict:
-    receipt = client.submit("RecordAttestation", js(quote_request(tpm, node_id, ak_index)))
+    """The honest round: ask the ledger for a challenge, quote over it, record the answer."""
+    request = quote_request(tpm, node_id, ak_index, challenge(client, node_id))
+    receipt = client.submit("RecordAttestation", js(request))
     return json.loads(receipt.payload)
 
 

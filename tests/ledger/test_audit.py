@@ -103,7 +103,8 @@ def defects(path: Path) -> list[str]:
 def test_untampered_chain_verifies_including_quotes(chain):
     report = verify_ledger(chain)
     assert report.ok, report.defects
-    assert report.quotes == 2 and report.valid == 6 and report.transactions == 7
+    # 2 challenges + 2 attestations + node, lease, settlement, one of the racing leases
+    assert report.quotes == 2 and report.valid == 8 and report.transactions == 9
 
 
 def test_cli_exit_codes(chain):
@@ -193,7 +194,7 @@ def test_flipped_validation_code_is_named(chain):
 def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
     receipt = export_receipt(chain, "L1")
     fns = [json.loads(json.loads(e["envelope"])["proposal"])["fn"] for e in receipt["transactions"]]
-    assert fns == ["RegisterNode", "RecordAttestation", "CreateLease", "Settle"]
+    assert fns == ["RegisterNode", "IssueChallenge", "RecordAttestation", "CreateLease", "Settle"]
     assert verify_receipt(json.loads(json.dumps(receipt))) == []
     out = tmp_path / "L1.json"
     assert (
@@ -221,11 +222,11 @@ def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
         text=True,
     )
     assert check.returncode == 0 and check.stdout.strip() == "OK"
-    outer = json.loads(receipt["transactions"][3]["envelope"])
+    outer = json.loads(receipt["transactions"][-1]["envelope"])
     proposal = json.loads(outer["proposal"])
     proposal["args"] = [proposal["args"][0].replace('"amount_micro": 200', '"amount_micro": 2')]
     outer["proposal"] = json.dumps(proposal)
-    receipt["transactions"][3]["envelope"] = json.dumps(outer)
+    receipt["transactions"][-1]["envelope"] = json.dumps(outer)
     found = verify_receipt(receipt)
     assert any("envelope does not hash to its place" in d for d in found), found
     assert any("BAD_CREATOR_SIGNATURE" in d for d in found), found

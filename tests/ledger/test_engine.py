@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import threading
+import time
 
 import pytest
 
@@ -48,7 +49,7 @@ def ledger(tmp_path):
 
 
 def endorsed(ledger, identity, fn, arg) -> bytes:
-    proposal = make_proposal(identity, ledger.channel, fn, [arg], 10**18, os.urandom(24))
+    proposal = make_proposal(identity, ledger.channel, fn, [arg], time.time_ns(), os.urandom(24))
     return ledger.endorse(*proposal)[1]
 
 
