@@ -112,6 +112,7 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     )
     assert functions == {
         "RegisterNode": 2,
+        "IssueChallenge": 2,
         "RecordAttestation": 2,
         "CreateLease": 1,
         "MigrateLease": 1,
