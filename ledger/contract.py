@@ -21,6 +21,7 @@ from fabric_chaincode_python.fabric_contract_api import (
 from ledger import attestation, challenges, money
 from ledger import contract_args as args
 from ledger import contract_rules as rules
+from ledger.contract_governance import GOVERNANCE_QUERIES, GovernanceFunctions
 from ledger.contract_state import (
     ATTESTATION,
     CHALLENGE,
@@ -44,6 +45,9 @@ from ledger.contract_state import (
     range_values,
     tx_time_ns,
 )
+from ledger.contract_state import (
+    json_out as _out,
+)
 
 CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
@@ -57,11 +61,8 @@ QUERIES = [
     "LeasesByNode",
     "GetSettlements",
     "GetHistory",
+    *GOVERNANCE_QUERIES,
 ]
-
-
-def _out(value: Any) -> str:
-    return dumps(value).decode()
 
 
 def _same(record: dict[str, Any], asked: dict[str, Any]) -> bool:
@@ -70,7 +71,7 @@ def _same(record: dict[str, Any], asked: dict[str, Any]) -> bool:
     return all(record.get(key) == value for key, value in asked.items())
 
 
-class WattleaseContract(Contract):
+class WattleaseContract(GovernanceFunctions, Contract):
     Name = CONTRACT_NAME
 
     def get_evaluate_transactions(self) -> list[str]:

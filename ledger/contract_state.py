@@ -53,6 +53,11 @@ def _max_clock_skew_s(environ: Any) -> int:
 MAX_CLOCK_SKEW_S = _max_clock_skew_s(os.environ)
 
 
+def json_out(value: Any) -> str:
+    """A contract function's return value: canonical JSON text."""
+    return dumps(value).decode()
+
+
 async def get_json(stub: Any, key: str) -> Any | None:
     raw = await stub.get_state(key)
     if not raw:  # Fabric returns empty bytes for a missing key

@@ -20,7 +20,7 @@ import pytest
 from chaincode_client.embedded import EmbeddedClient
 from chaincode_client.interface import LedgerClient
 from ledger.engine import EmbeddedLedger
-from ledger.engine.msp import new_identity
+from ledger.engine.msp import ROLE_ADMIN, new_identity
 
 ORG1, ORG2 = "Org1MSP", "Org2MSP"
 NS_PER_S = 1_000_000_000
@@ -53,6 +53,8 @@ class LedgerEnv:
     new_client: Callable[[str], LedgerClient]  # a fresh identity of that org
     outsider: Callable[[], LedgerClient]  # an identity no channel CA issued
     clock: StepClock | None = None  # None where the backend runs on wall-clock time
+    # an admin identity of that org (subject OU=admin, Fabric's NodeOU), as Admin@org
+    admin: Callable[[str], LedgerClient] | None = None
     path: Path | None = None  # the SQLite file, for backends that have one
     close_ledger: Callable[[], None] = field(default=lambda: None)
 
@@ -86,14 +88,20 @@ def _embedded(tmp_path: Path, name: str, peer_processes: bool) -> Iterator[Ledge
     def outsider() -> LedgerClient:
         return EmbeddedClient(ledger, new_identity(ORG1, "mallory", None), clock_ns=clock)
 
+    def admin(org: str) -> LedgerClient:
+        return EmbeddedClient(
+            ledger, ledger.enroll(org, f"Admin@{org}", ROLE_ADMIN), clock_ns=clock
+        )
+
     env = LedgerEnv(
         name,
         {org: new_client(org) for org in (ORG1, ORG2)},
         new_client,
         outsider,
         clock,
-        path,
-        ledger.close,
+        admin=admin,
+        path=path,
+        close_ledger=ledger.close,
     )
     try:
         yield env

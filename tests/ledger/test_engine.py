@@ -203,3 +203,21 @@ def test_every_org_simulates_and_a_disagreement_is_not_endorsed(tmp_path):
             EmbeddedClient(ledger, identity).submit("GetHistory", history)
     finally:
         ledger.close()
+
+
+def test_identities_carry_their_node_ou_role(ledger):
+    """As Fabric's cryptogen with NodeOUs: clients OU=client, admins OU=admin, peers OU=peer."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    def role(cert_pem: bytes) -> list[str]:
+        subject = x509.load_pem_x509_certificate(cert_pem).subject
+        return [
+            str(a.value) for a in subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+        ]
+
+    assert role(ledger.enroll("Org1MSP", "alice").cert_pem) == ["client"]
+    assert role(ledger.enroll("Org2MSP", "Admin@Org2MSP", "admin").cert_pem) == ["admin"]
+    assert {tuple(role(e.peer.cert_pem)) for e in ledger.endorsers} == {("peer",)}
+    with pytest.raises(ValueError, match="role must be one of"):
+        ledger.enroll("Org1MSP", "root", "superuser")
