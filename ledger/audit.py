@@ -23,6 +23,7 @@ from ledger.engine.stub import RANGE_END
 from ledger.engine.tx import VALID, EndorsementPolicy, block_data_hash, block_header_hash
 from ledger.engine.validate import BlockView, DictState, Validated, validate_block
 from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
+from ledger.governance import policy_key
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,7 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
             args.b64bytes(req, "signature"),
             args.pcr_values(req),
             args.hexbytes(req, "nonce", 8, 64),
-            node["pcr_policy"],
+            _policy_in_force(state, node),
             json.loads(clock[0]) if clock else None,
         )
     except Exception as exc:  # any failure to re-verify is itself a defect to report
@@ -208,6 +209,15 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
                 f"re-verified one (valid={verdict['valid']})",
             )
         )
+
+
+def _policy_in_force(state: DictState, node: dict) -> dict:
+    """The node's PCR policy as the contract saw it: for a governed one, the version both
+    organisations had approved by then."""
+    if not node.get("pcr_policy_id"):
+        return dict(node["pcr_policy"])
+    approved = state.values[policy_key("pcr_policy", node["pcr_policy_id"])][0]
+    return dict(json.loads(approved)["document"])
 
 
 def _compare_state(

@@ -81,22 +81,23 @@ class WattleaseContract(GovernanceFunctions, Contract):
 
     async def RegisterNode(self, ctx: TransactionContext, request: str) -> str:
         """{node_id, org, ak_public (b64 TPM2B_PUBLIC), gpus: [{uuid, generation}],
-        pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s}}"""
+        pcr_policy_id (a policy both organisations approved) or, declared by the node's own
+        organisation alone, pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s}}"""
         req = args.load_object(request)
         node_id, org = args.identifier(req, "node_id"), args.identifier(req, "org")
         ak_public = args.b64bytes(req, "ak_public")
-        gpus, policy = args.gpu_inventory(req), args.pcr_policy(req)
+        gpus = args.gpu_inventory(req)
         rules.require_org(ctx, org, f"node {node_id}")
-        attestation.check_registration(ak_public, policy)
         stub = ctx.get_stub()
+        policy_id, policy = await rules.registration_policy(stub, req)
+        attestation.check_registration(ak_public, policy)
         node = await get_json(stub, NODE + node_id)
         epoch = 0
         if node is not None:
             if not node["revoked"]:
-                if _same(
-                    node,
-                    {"org": org, "ak_public": req["ak_public"], "gpus": gpus, "pcr_policy": policy},
-                ):
+                asked = {"org": org, "ak_public": req["ak_public"], "gpus": gpus}
+                asked.update({"pcr_policy_id": policy_id} if policy_id else {"pcr_policy": policy})
+                if _same(node, asked):
                     return _out(node)  # a retried submission: same answer, nothing written
                 raise ContractError(f"node {node_id} is already registered; revoke its AK first")
             if sorted(g["uuid"] for g in node["gpus"]) != sorted(g["uuid"] for g in gpus):
@@ -114,6 +115,7 @@ class WattleaseContract(GovernanceFunctions, Contract):
             "ak_epoch": epoch,
             "gpus": gpus,
             "pcr_policy": policy,
+            "pcr_policy_id": policy_id,  # None: an inline policy its own org declared
             "revoked": False,
             "registered_tx": stub.get_txid(),
             "registered_ns": tx_time_ns(stub),

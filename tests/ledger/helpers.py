@@ -23,14 +23,19 @@ def register_node(
     org: str = "Org1MSP",
     max_age_s: int = DEFAULT_MAX_AGE_S,
     golden: dict | None = None,
+    policy_id: str | None = None,
 ) -> dict:
-    request = {
+    """Register with an inline policy, or with `policy_id`, one both organisations approved."""
+    request: dict[str, Any] = {
         "node_id": node_id,
         "org": org,
         "ak_public": tpm.ak_b64(ak_index),
         "gpus": [{"uuid": u, "generation": g} for u, g in gpus],
-        "pcr_policy": {"pcrs": {"sha256": golden or tpm.golden}, "max_age_s": max_age_s},
     }
+    if policy_id is None:
+        request["pcr_policy"] = {"pcrs": {"sha256": golden or tpm.golden}, "max_age_s": max_age_s}
+    else:
+        request["pcr_policy_id"] = policy_id
     return json.loads(client.submit("RegisterNode", js(request)).payload)
 
 

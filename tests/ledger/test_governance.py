@@ -13,8 +13,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from chaincode_client.interface import EndorsementError, LedgerClient
+from ledger.audit import verify_ledger
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv
-from tests.ledger.helpers import js
+from tests.ledger.helpers import attest, js, register_node
 
 GOLDEN = {"0": "aa" * 32, "2": "bb" * 32, "7": "cc" * 32}
 PCR_POLICY = {"pcrs": {"sha256": GOLDEN}, "max_age_s": 600}
@@ -110,6 +111,30 @@ def test_ek_roots_are_ledger_data_both_orgs_decide(ledger_env):
     approve(admin(ledger_env, ORG1), proposal["proposal_id"])
     stored = get_policy(ledger_env.clients[ORG2], "ek_roots", key="default")
     assert stored["document"]["certificates"] == [root]
+
+
+def test_pcr_golden_values_come_from_the_policy_both_orgs_approved(ledger_env, node_tpm):
+    org1, org2 = admin(ledger_env, ORG1), admin(ledger_env, ORG2)
+    client = ledger_env.clients[ORG1]
+    with pytest.raises(EndorsementError, match=r"\[governance\.no_policy\] pcr_policy_id gold"):
+        register_node(client, node_tpm, "n1", 0, [("GPU-a", "H100")], policy_id="gold")
+    good = {"pcrs": {"sha256": node_tpm.golden}, "max_age_s": 600}
+    approve(org2, propose(org1, "pcr_policy", good)["proposal_id"])
+    node = register_node(client, node_tpm, "n1", 0, [("GPU-a", "H100")], policy_id="gold")
+    assert node["pcr_policy_id"] == "gold" and node["pcr_policy"] == good
+    assert attest(client, node_tpm, "n1", 0)["valid"] is True
+    # a change both organisations approve applies to the node's next quote
+    tightened = {"pcrs": {"sha256": {**node_tpm.golden, "7": "ee" * 32}}, "max_age_s": 600}
+    approve(org1, propose(org2, "pcr_policy", tightened)["proposal_id"])
+    record = attest(client, node_tpm, "n1", 0)
+    assert record["valid"] is False
+    assert [r["code"] for r in record["verdict"]["reasons"]] == ["pcr_value_mismatch"]
+    current = json.loads(client.evaluate("GetNode", js({"node_id": "n1"})))
+    assert current["pcr_policy"] == tightened
+    if ledger_env.path is not None:  # the audit re-verifies each quote under its policy then
+        ledger_env.close_ledger()
+        report = verify_ledger(ledger_env.path)
+        assert report.ok and report.quotes == 2, report.defects
 
 
 def _cert_pem(ca: bool) -> str:
