@@ -1,4 +1,5 @@
-"""`python -m ledger verify --path DB` | `receipt --path DB --lease ID` | `verify-receipt FILE`"""
+"""`python -m ledger verify --path DB` | `receipt --path DB --lease ID` |
+`verify-receipt FILE --roots DIR` | `roots --path DB --out DIR`"""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import sys
 from pathlib import Path
 
 from ledger.audit import verify_ledger
-from ledger.receipt import export_receipt, load_receipt, verify_receipt
+from ledger.receipt import (
+    export_receipt,
+    export_roots,
+    load_receipt,
+    load_roots,
+    verify_receipt,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +32,15 @@ def main(argv: list[str] | None = None) -> int:
     receipt.add_argument("--out", type=Path, help="file to write (default: stdout)")
     check = sub.add_parser("verify-receipt", help="re-check a receipt offline")
     check.add_argument("file", type=Path)
+    check.add_argument(
+        "--roots",
+        type=Path,
+        required=True,
+        help="folder of <MSPID>.pem: the organisation CAs you trust (from each organisation)",
+    )
+    roots = sub.add_parser("roots", help="write this ledger's organisation CAs as <MSPID>.pem")
+    roots.add_argument("--path", type=Path, required=True)
+    roots.add_argument("--out", type=Path, required=True)
     ns = parser.parse_args(argv)
 
     if ns.command == "verify":
@@ -51,7 +67,16 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(text)
         return 0
-    problems = verify_receipt(load_receipt(ns.file))
+    if ns.command == "roots":
+        for written in export_roots(ns.path, ns.out):
+            print(written)
+        return 0
+    try:
+        trusted = load_roots(ns.roots)
+    except (OSError, ValueError) as exc:
+        print(f"error: --roots: {exc}", file=sys.stderr)
+        return 2
+    problems = verify_receipt(load_receipt(ns.file), trusted)
     for problem in problems:
         print(f"DEFECT {problem}")
     print("OK" if not problems else f"FAILED: {len(problems)} defects")

@@ -27,6 +27,7 @@ _CERT_CACHE_LIMIT = 10_000  # validated certificates kept; clients reuse one cer
 # Fabric's NodeOU roles, written as the certificate subject's OU (cryptogen with NodeOUs)
 ROLE_CLIENT, ROLE_PEER, ROLE_ADMIN = "client", "peer", "admin"
 ROLES = (ROLE_CLIENT, ROLE_PEER, ROLE_ADMIN)
+PRIVATE_DIR_MODE = 0o700  # each organisation's folder; key files inside are 0600
 
 
 class MspError(ValueError):
@@ -45,7 +46,7 @@ class Identity:
         return self.key.sign(data, ECDSA_SHA256)
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        _private_dir(directory)
         (directory / "mspid").write_text(self.mspid)
         (directory / "cert.pem").write_bytes(self.cert_pem)
         _write_private(directory / "key.pem", _key_pem(self.key))
@@ -66,6 +67,13 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
+
+
+def _private_dir(directory: Path) -> None:
+    """A folder only its owner can enter: one organisation's keys are not another's to read
+    (run each organisation's peer as its own user to make that hold between them)."""
+    directory.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    directory.chmod(PRIVATE_DIR_MODE)
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -127,6 +135,7 @@ class OrgMaterial:
 
     @classmethod
     def create(cls, directory: Path, mspid: str) -> OrgMaterial:
+        _private_dir(directory)
         ca = new_identity(mspid, f"ca.{mspid}", None)
         peer = new_identity(mspid, f"peer0.{mspid}", ca, ROLE_PEER)
         ca.save(directory / "ca")
@@ -135,7 +144,13 @@ class OrgMaterial:
 
     @classmethod
     def load(cls, directory: Path) -> OrgMaterial:
-        return cls(Identity.load(directory / "ca"), Identity.load(directory / "peer"))
+        return cls(Identity.load(directory / "ca"), cls.load_peer(directory))
+
+    @staticmethod
+    def load_peer(directory: Path) -> Identity:
+        """Only the peer's identity: what an organisation's peer process needs, and all it
+        reads (never its CA key, never another organisation's folder)."""
+        return Identity.load(directory / "peer")
 
 
 class ChannelMsp:

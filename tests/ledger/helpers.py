@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from chaincode_client.interface import LedgerClient
+from ledger.engine.core import msp_dir_for
 
 DEFAULT_MAX_AGE_S = 600
 
@@ -83,6 +85,13 @@ def lease_request(
             "attestation_ids": att_ids,
         }
     )
+
+
+def org_roots(ledger_path: Path) -> dict[str, bytes]:
+    """Each organisation's CA certificate, read from that organisation's own key folder (as an
+    auditor would get it from the organisation), not from a receipt or the genesis block."""
+    msp_dir = msp_dir_for(ledger_path)
+    return {org.name: (org / "ca" / "cert.pem").read_bytes() for org in sorted(msp_dir.iterdir())}
 
 
 def software_ak_b64() -> str:

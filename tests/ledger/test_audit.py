@@ -18,7 +18,7 @@ from ledger.audit import verify_ledger
 from ledger.engine import EmbeddedLedger
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import ORG1, StepClock
-from tests.ledger.helpers import attest, js, lease_request, register_node
+from tests.ledger.helpers import attest, js, lease_request, org_roots, register_node
 
 ROOT = Path(__file__).resolve().parents[2]
 CRASH_ACKS_BEFORE_KILL = 150
@@ -192,31 +192,19 @@ def test_flipped_validation_code_is_named(chain):
 
 
 def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
+    roots = org_roots(chain)
     receipt = export_receipt(chain, "L1")
     fns = [json.loads(json.loads(e["envelope"])["proposal"])["fn"] for e in receipt["transactions"]]
     assert fns == ["RegisterNode", "IssueChallenge", "RecordAttestation", "CreateLease", "Settle"]
-    assert verify_receipt(json.loads(json.dumps(receipt))) == []
-    out = tmp_path / "L1.json"
-    assert (
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ledger",
-                "receipt",
-                "--path",
-                str(chain),
-                "--lease",
-                "L1",
-                "--out",
-                str(out),
-            ],
-            cwd=ROOT,
-        ).returncode
-        == 0
-    )
+    assert verify_receipt(json.loads(json.dumps(receipt)), roots) == []
+    out, roots_dir = tmp_path / "L1.json", tmp_path / "roots"
+    for command in (
+        ["receipt", "--path", str(chain), "--lease", "L1", "--out", str(out)],
+        ["roots", "--path", str(chain), "--out", str(roots_dir)],
+    ):
+        assert subprocess.run([sys.executable, "-m", "ledger", *command], cwd=ROOT).returncode == 0
     check = subprocess.run(
-        [sys.executable, "-m", "ledger", "verify-receipt", str(out)],
+        [sys.executable, "-m", "ledger", "verify-receipt", str(out), "--roots", str(roots_dir)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -227,11 +215,38 @@ def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
     proposal["args"] = [proposal["args"][0].replace('"amount_micro": 200', '"amount_micro": 2')]
     outer["proposal"] = json.dumps(proposal)
     receipt["transactions"][-1]["envelope"] = json.dumps(outer)
-    found = verify_receipt(receipt)
+    found = verify_receipt(receipt, roots)
     assert any("envelope does not hash to its place" in d for d in found), found
     assert any("BAD_CREATOR_SIGNATURE" in d for d in found), found
     assert any("settlement amount 2 != recomputed 200" in d for d in found), found
-    assert verify_receipt({"config": 1})[0].startswith("receipt is malformed")
+    assert verify_receipt({"config": 1}, roots)[0].startswith("receipt is malformed")
+
+
+def test_receipt_of_a_channel_made_up_on_the_spot_is_refused(chain, tmp_path, node_tpm):
+    """Whoever makes a channel of their own can sign a whole consistent receipt; it checks
+    out only against that channel's CAs, never against the organisations the auditor trusts."""
+    made_up = tmp_path / "made-up.sqlite"
+    ledger = EmbeddedLedger.open(made_up, block_size=10, block_timeout_s=0.002)
+    client = EmbeddedClient(ledger, ledger.enroll(ORG1, "mallory"))
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", "H100")])
+    att = attest(client, node_tpm, "n1", 0)["attestation_id"]
+    client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att]))
+    ledger.close()
+    forged = export_receipt(made_up, "L1")
+    assert verify_receipt(forged, org_roots(made_up)) == []  # consistent in itself
+    found = verify_receipt(forged, org_roots(chain))
+    assert found == [
+        f"channel config: the CA of {org} is not the one you trust" for org in (ORG1, "Org2MSP")
+    ]
+    empty = tmp_path / "no-roots"
+    empty.mkdir()
+    refused = subprocess.run(
+        [sys.executable, "-m", "ledger", "verify-receipt", "x.json", "--roots", str(empty)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "holds no <MSPID>.pem" in refused.stderr
 
 
 def test_kill_9_mid_stream_loses_no_acknowledged_transaction(tmp_path):

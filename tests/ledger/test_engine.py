@@ -221,3 +221,14 @@ def test_identities_carry_their_node_ou_role(ledger):
     assert {tuple(role(e.peer.cert_pem)) for e in ledger.endorsers} == {("peer",)}
     with pytest.raises(ValueError, match="role must be one of"):
         ledger.enroll("Org1MSP", "root", "superuser")
+
+
+def test_each_organisation_keeps_its_keys_in_a_folder_of_its_own(ledger):
+    msp_dir = ledger.store.path.with_name(ledger.store.path.name + ".msp")
+    orgs = sorted(p.name for p in msp_dir.iterdir())
+    assert orgs == ["Org1MSP", "Org2MSP"]
+    for org in orgs:
+        assert (msp_dir / org).stat().st_mode & 0o777 == 0o700
+        for role in ("ca", "peer"):
+            assert (msp_dir / org / role).stat().st_mode & 0o777 == 0o700
+            assert (msp_dir / org / role / "key.pem").stat().st_mode & 0o777 == 0o600

@@ -13,6 +13,7 @@ from attest.agent.http import AgentApi, attest_once, enrol
 from attest.agent.tpm import Agent
 from attest.swtpm import start_node_tpm
 from ledger.receipt import export_receipt, verify_receipt
+from tests.ledger.helpers import org_roots
 from tests.webapp.conftest import set_golden_values
 from webapp.attestation import service
 from webapp.core.seed import gpu_uuid
@@ -106,7 +107,7 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     assert [s["interval_seq"] for s in settled] == [0, 1]
     # the tenant's receipt holds the whole story, both nodes included, and re-checks
     receipt = export_receipt(settings.LEDGER_PATH, str(lease.ledger_id))
-    assert verify_receipt(receipt) == []
+    assert verify_receipt(receipt, org_roots(settings.LEDGER_PATH)) == []
     functions = Counter(
         json.loads(json.loads(t["envelope"])["proposal"])["fn"] for t in receipt["transactions"]
     )
