@@ -173,6 +173,8 @@ def _check_selection(att: Attest, policy: PcrPolicy, v: Verdict) -> None:
     """
     quoted = {alg: pcrs for alg, pcrs in att.pcr_select if pcrs}
     wanted = policy.tpm_selection_map
+    if quoted == wanted:  # the usual case: exactly the policy's PCRs
+        return
     missing = {
         alg: pcrs - quoted.get(alg, frozenset())
         for alg, pcrs in wanted.items()
