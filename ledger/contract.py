@@ -18,7 +18,7 @@ from fabric_chaincode_python.fabric_contract_api import (
     TransactionContext,
 )
 
-from ledger import attestation, challenges, money
+from ledger import attestation, challenges, ek_binding, money
 from ledger import contract_args as args
 from ledger import contract_rules as rules
 from ledger.contract_governance import GOVERNANCE_QUERIES, GovernanceFunctions
@@ -82,7 +82,8 @@ class WattleaseContract(GovernanceFunctions, Contract):
     async def RegisterNode(self, ctx: TransactionContext, request: str) -> str:
         """{node_id, org, ak_public (b64 TPM2B_PUBLIC), gpus: [{uuid, generation}],
         pcr_policy_id (a policy both organisations approved) or, declared by the node's own
-        organisation alone, pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s}}"""
+        organisation alone, pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s},
+        ek_binding (required once the channel approved EK roots; see ledger.ek_binding)}"""
         req = args.load_object(request)
         node_id, org = args.identifier(req, "node_id"), args.identifier(req, "org")
         ak_public = args.b64bytes(req, "ak_public")
@@ -91,11 +92,17 @@ class WattleaseContract(GovernanceFunctions, Contract):
         stub = ctx.get_stub()
         policy_id, policy = await rules.registration_policy(stub, req)
         attestation.check_registration(ak_public, policy)
+        binding = await ek_binding.check(ctx, req, node_id, ak_public, tx_time_ns(stub))
         node = await get_json(stub, NODE + node_id)
         epoch = 0
         if node is not None:
             if not node["revoked"]:
-                asked = {"org": org, "ak_public": req["ak_public"], "gpus": gpus}
+                asked = {
+                    "org": org,
+                    "ak_public": req["ak_public"],
+                    "gpus": gpus,
+                    "ek_binding": binding,
+                }
                 asked.update({"pcr_policy_id": policy_id} if policy_id else {"pcr_policy": policy})
                 if _same(node, asked):
                     return _out(node)  # a retried submission: same answer, nothing written
@@ -116,6 +123,7 @@ class WattleaseContract(GovernanceFunctions, Contract):
             "gpus": gpus,
             "pcr_policy": policy,
             "pcr_policy_id": policy_id,  # None: an inline policy its own org declared
+            "ek_binding": binding,  # None: registered before the channel approved EK roots
             "revoked": False,
             "registered_tx": stub.get_txid(),
             "registered_ns": tx_time_ns(stub),

@@ -140,6 +140,7 @@ class NodeTpm:
     agent: object  # attest.agent.tpm.Agent
     aks: list  # attest.agent.tpm.AkKey, one per simulated node
     golden: dict[str, str]  # PCR index -> hex, as the policy wants them
+    ek_ca_pems: list[str] = field(default_factory=list)  # the swtpm EK CA: root, intermediate
 
     def ak_b64(self, index: int) -> str:
         return base64.b64encode(self.aks[index].public).decode()
@@ -153,12 +154,15 @@ def node_tpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeTpm]:
     from attest.swtpm import LocalCA, start_node_tpm
 
     base = tmp_path_factory.mktemp("swtpm")
-    tpm = start_node_tpm(base / "state", LocalCA(base / "ca"))
+    ca = LocalCA(base / "ca")
+    tpm = start_node_tpm(base / "state", ca)
     agent = Agent(tpm.tcti)
     try:
         aks = [agent.create_ak() for _ in range(3)]
         values = agent.read_pcrs("sha256:0,2,7")["sha256"]
-        yield NodeTpm(agent, aks, {str(i): values[i].hex() for i in sorted(values)})
+        golden = {str(i): values[i].hex() for i in sorted(values)}
+        pems = [ca.root_cert_file.read_text(), ca.issuer_cert_file.read_text()]
+        yield NodeTpm(agent, aks, golden, pems)
     finally:
         agent.close()
         tpm.stop()
