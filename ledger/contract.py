@@ -92,7 +92,9 @@ class WattleaseContract(GovernanceFunctions, Contract):
         stub = ctx.get_stub()
         policy_id, policy = await rules.registration_policy(stub, req)
         attestation.check_registration(ak_public, policy)
-        binding = await ek_binding.check(ctx, req, node_id, ak_public, tx_time_ns(stub))
+        binding = await ek_binding.check(
+            ctx, req, node_id, ak_public, tx_time_ns(stub), gpus, policy
+        )
         node = await get_json(stub, NODE + node_id)
         epoch = 0
         if node is not None:

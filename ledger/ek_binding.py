@@ -30,8 +30,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from ledger import attestation, governance
 from ledger import contract_args as args
-from ledger import governance
 from ledger.canonical import dumps
 from ledger.contract_state import NS_PER_S, ContractError
 
@@ -60,7 +60,15 @@ def _refuse(code: str, detail: str) -> ContractError:
     return ContractError(f"[enrol.{code}] {detail}")
 
 
-async def check(ctx: Any, req: dict[str, Any], node_id: str, ak_public: bytes, now_ns: int) -> Any:
+async def check(
+    ctx: Any,
+    req: dict[str, Any],
+    node_id: str,
+    ak_public: bytes,
+    now_ns: int,
+    gpus: list[dict[str, str]],
+    policy: dict[str, Any],
+) -> Any:
     """The binding record to store with the node, None when the channel has no EK roots yet
     and none was given; otherwise a ContractError naming the first check that failed."""
     stub = ctx.get_stub()
@@ -88,7 +96,80 @@ async def check(ctx: Any, req: dict[str, Any], node_id: str, ak_public: bytes, n
                 f"ak_certificate.{field} is {cert[field]!r}, the registration's is {want!r}",
             )
     registrar = _check_registrar(ctx, cert, binding)
-    return {"ek_name": ek_name, "registrar": registrar, "activated_ns": cert["activated_ns"]}
+    inventory = check_inventory(req, node_id, ak_public, gpus, policy)
+    return {
+        "ek_name": ek_name,
+        "registrar": registrar,
+        "activated_ns": cert["activated_ns"],
+        "inventory": inventory,
+    }
+
+
+def check_inventory(
+    req: dict[str, Any],
+    node_id: str,
+    ak_public: bytes,
+    gpus: list[dict[str, str]],
+    policy: dict[str, Any],
+) -> list[dict[str, str]]:
+    """The GPUs registered are those the node reported in its enrolment quote: the
+    inventory's uuids are the registration's, and the AK signed a quote whose qualifying
+    data is the inventory's digest (attest.inventory). Returns the inventory to record."""
+    from attest.inventory import inventory_digest
+
+    enrolment = req.get("enrolment_quote")
+    if not isinstance(enrolment, dict):
+        raise _refuse(
+            "no_enrolment_quote",
+            "an EK-bound registration carries enrolment_quote {quote, signature, pcr_values, "
+            "inventory}: the node's quote over its GPU inventory",
+        )
+    inventory = _inventory_of(enrolment)
+    reported = sorted(g["uuid"] for g in inventory)
+    registered = sorted(g["uuid"] for g in gpus)
+    if reported != registered:
+        raise _refuse(
+            "inventory_mismatch",
+            f"GPUs registered {registered} are not the GPUs the node reported {reported}",
+        )
+    try:
+        digest = inventory_digest(node_id, inventory)
+    except ValueError as exc:
+        raise args.ArgumentError(f"enrolment_quote.inventory: {exc}") from None
+    verdict = attestation.verify(
+        ak_public,
+        args.b64bytes(enrolment, "quote"),
+        args.b64bytes(enrolment, "signature"),
+        args.pcr_values(enrolment),
+        digest,
+        policy,
+        None,
+    )
+    codes = [r["code"] for r in verdict["reasons"] if r["severity"] == "error"]
+    if "nonce_mismatch" in codes:
+        raise _refuse(
+            "inventory_mismatch",
+            "the inventory does not hash to the enrolment quote's qualifying data: the node "
+            "reported other GPUs (or the quote is for another enrolment)",
+        )
+    if not verdict["valid"]:
+        raise _refuse("enrolment_quote_invalid", f"the enrolment quote fails: {', '.join(codes)}")
+    return inventory
+
+
+def _inventory_of(enrolment: dict[str, Any]) -> list[dict[str, str]]:
+    """Shape only: attest.inventory.inventory_digest checks each field's value."""
+    from attest.inventory import INVENTORY_FIELDS
+
+    items = enrolment.get("inventory")
+    if not isinstance(items, list) or not 1 <= len(items) <= args.MAX_LIST_ITEMS:
+        raise args.ArgumentError(f"enrolment_quote.inventory: must list 1-{args.MAX_LIST_ITEMS}")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or sorted(item) != sorted(INVENTORY_FIELDS):
+            raise args.ArgumentError(
+                f"enrolment_quote.inventory[{i}]: must be an object of uuid, name, serial"
+            )
+    return sorted((dict(item) for item in items), key=lambda g: str(g["uuid"]))
 
 
 def _check_tpm_keys(

@@ -26,7 +26,7 @@ def register_node(
     max_age_s: int = DEFAULT_MAX_AGE_S,
     golden: dict | None = None,
     policy_id: str | None = None,
-    ek_binding: dict | None = None,
+    enrolment: dict | None = None,
 ) -> dict:
     """Register with an inline policy, or with `policy_id`, one both organisations approved."""
     request: dict[str, Any] = {
@@ -35,8 +35,7 @@ def register_node(
         "ak_public": tpm.ak_b64(ak_index),
         "gpus": [{"uuid": u, "generation": g} for u, g in gpus],
     }
-    if ek_binding is not None:
-        request["ek_binding"] = ek_binding
+    request.update(enrolment or {})  # ek_binding and enrolment_quote, for an EK-bound node
     if policy_id is None:
         request["pcr_policy"] = {"pcrs": {"sha256": golden or tpm.golden}, "max_age_s": max_age_s}
     else:
