@@ -175,28 +175,26 @@ def _check_selection(att: Attest, policy: PcrPolicy, v: Verdict) -> None:
     wanted = policy.tpm_selection_map
     if quoted == wanted:  # the usual case: exactly the policy's PCRs
         return
-    missing = {
-        alg: pcrs - quoted.get(alg, frozenset())
-        for alg, pcrs in wanted.items()
-        if pcrs - quoted.get(alg, frozenset())
-    }
+    missing = _minus(wanted, quoted)
     if missing:
         v.add(
             "pcr_selection_mismatch",
             f"quote covers {_fmt(quoted)}, policy wants {_fmt(wanted)}: {_fmt(missing)} missing",
         )
         return
-    extra = {
-        alg: pcrs - wanted.get(alg, frozenset())
-        for alg, pcrs in quoted.items()
-        if pcrs - wanted.get(alg, frozenset())
-    }
+    extra = _minus(quoted, wanted)
     if extra:
         v.add(
             "pcr_selection_extra",
             f"quote also covers {_fmt(extra)}, which the policy does not name: reported only",
             SEVERITY_INFO,
         )
+
+
+def _minus(a: dict[int, frozenset[int]], b: dict[int, frozenset[int]]) -> dict[int, frozenset[int]]:
+    """The PCRs of selection a that b lacks, per bank (banks with none left out)."""
+    out = {alg: pcrs - b.get(alg, frozenset()) for alg, pcrs in a.items()}
+    return {alg: pcrs for alg, pcrs in out.items() if pcrs}
 
 
 def _fmt(sel: dict[int, frozenset[int]]) -> str:

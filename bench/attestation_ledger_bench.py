@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
-from tests.ledger.conftest import NodeTpm
+from tests.ledger.conftest import swtpm_node
 from tests.ledger.helpers import js, quote_request, register_node
 
 MAX_AGE_S = 86_400
@@ -40,42 +40,34 @@ def submit_all(client: EmbeddedClient, fn: str, requests: list[str]) -> tuple[li
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict:
-    from attest.agent.tpm import Agent
-    from attest.swtpm import LocalCA, start_node_tpm
-
     ledger = EmbeddedLedger.open(
         workdir / "ledger.sqlite",
         block_size=BLOCK_SIZE,
         block_timeout_s=0.02,
         peer_processes=args.peer_processes,
     )
-    tpm = start_node_tpm(workdir / "swtpm", LocalCA(workdir / "ca"))
-    agent = Agent(tpm.tcti)
     try:
-        ak = agent.create_ak()
-        values = agent.read_pcrs("sha256:0,2,7")["sha256"]
-        node_tpm = NodeTpm(agent, [ak], {str(i): v.hex() for i, v in sorted(values.items())})
-        client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "bench"))
-        nodes = [f"bench-n{n}" for n in range(args.nodes)]
-        for n, node_id in enumerate(nodes):
-            register_node(client, node_tpm, node_id, 0, [(f"GPU-{n}", "H100")], max_age_s=MAX_AGE_S)
-        challenge_s = record_s = 0.0
-        valid = 0
-        for round_no in range(args.rounds):
-            print(f"round {round_no + 1}/{args.rounds}", file=sys.stderr)
-            asks = [js({"node_id": node_id}) for node_id in nodes]
-            challenges, seconds = submit_all(client, "IssueChallenge", asks)
-            challenge_s += seconds
-            answers = [
-                js(quote_request(node_tpm, c["node_id"], 0, bytes.fromhex(c["nonce"])))
-                for c in challenges
-            ]
-            records, seconds = submit_all(client, "RecordAttestation", answers)
-            record_s += seconds
-            valid += sum(1 for r in records if r["valid"])
+        with swtpm_node(workdir / "swtpm", aks=1) as node_tpm:
+            client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "bench"))
+            nodes = [f"bench-n{n}" for n in range(args.nodes)]
+            for n, node_id in enumerate(nodes):
+                gpus = [(f"GPU-{n}", "H100")]
+                register_node(client, node_tpm, node_id, 0, gpus, max_age_s=MAX_AGE_S)
+            challenge_s = record_s = 0.0
+            valid = 0
+            for round_no in range(args.rounds):
+                print(f"round {round_no + 1}/{args.rounds}", file=sys.stderr)
+                asks = [js({"node_id": node_id}) for node_id in nodes]
+                challenges, seconds = submit_all(client, "IssueChallenge", asks)
+                challenge_s += seconds
+                answers = [
+                    js(quote_request(node_tpm, c["node_id"], 0, bytes.fromhex(c["nonce"])))
+                    for c in challenges
+                ]
+                records, seconds = submit_all(client, "RecordAttestation", answers)
+                record_s += seconds
+                valid += sum(1 for r in records if r["valid"])
     finally:
-        agent.close()
-        tpm.stop()
         ledger.close()
     total = args.nodes * args.rounds
     if valid != total:

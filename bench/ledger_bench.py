@@ -33,22 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
 from ledger.receipt import export_receipt, verify_receipt
-from tests.ledger.conftest import NodeTpm
+from tests.ledger.conftest import swtpm_node
 from tests.ledger.helpers import attest, lease_request, org_roots, register_node
 
 GPUS_PER_NODE = 64
 
 
 def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str], dict]:
-    from attest.agent.tpm import Agent
-    from attest.swtpm import LocalCA, start_node_tpm
-
-    tpm = start_node_tpm(workdir / "swtpm", LocalCA(workdir / "ca"))
-    agent = Agent(tpm.tcti)
-    try:
-        ak = agent.create_ak()
-        values = agent.read_pcrs("sha256:0,2,7")["sha256"]
-        node_tpm = NodeTpm(agent, [ak], {str(i): v.hex() for i, v in sorted(values.items())})
+    with swtpm_node(workdir / "swtpm", aks=1) as node_tpm:
         client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "setup"))
         nodes = (leases + GPUS_PER_NODE - 1) // GPUS_PER_NODE
         gpus, att_of = [], {}
@@ -63,9 +55,6 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
             print(f"  node {n + 1}/{nodes} registered and attested", end="\r", file=sys.stderr)
         print(file=sys.stderr)
         return gpus[:leases], att_of
-    finally:
-        agent.close()
-        tpm.stop()
 
 
 def run(args: argparse.Namespace, workdir: Path) -> dict:

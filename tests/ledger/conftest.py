@@ -146,23 +146,30 @@ class NodeTpm:
         return base64.b64encode(self.aks[index].public).decode()
 
 
-@pytest.fixture(scope="session")
-def node_tpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeTpm]:
-    """One swtpm, manufactured with swtpm_localca, holding three AKs (three 'nodes').
-    Fails (never skips) when swtpm or the attest package is missing."""
+@contextmanager
+def swtpm_node(base: Path, aks: int) -> Iterator[NodeTpm]:
+    """A swtpm manufactured with swtpm_localca (EK certificate included) holding `aks` AKs,
+    its sha256 PCRs 0, 2, 7 as golden values. Raises when swtpm or attest is missing."""
     from attest.agent.tpm import Agent
     from attest.swtpm import LocalCA, start_node_tpm
 
-    base = tmp_path_factory.mktemp("swtpm")
     ca = LocalCA(base / "ca")
     tpm = start_node_tpm(base / "state", ca)
     agent = Agent(tpm.tcti)
     try:
-        aks = [agent.create_ak() for _ in range(3)]
+        keys = [agent.create_ak() for _ in range(aks)]
         values = agent.read_pcrs("sha256:0,2,7")["sha256"]
         golden = {str(i): values[i].hex() for i in sorted(values)}
         pems = [ca.root_cert_file.read_text(), ca.issuer_cert_file.read_text()]
-        yield NodeTpm(agent, aks, golden, pems)
+        yield NodeTpm(agent, keys, golden, pems)
     finally:
         agent.close()
         tpm.stop()
+
+
+@pytest.fixture(scope="session")
+def node_tpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeTpm]:
+    """One swtpm holding three AKs (three 'nodes'). Fails (never skips) when swtpm or the
+    attest package is missing."""
+    with swtpm_node(tmp_path_factory.mktemp("swtpm"), aks=3) as tpm:
+        yield tpm

@@ -3,17 +3,13 @@ On every ledger backend; every refusal names its reason."""
 
 from __future__ import annotations
 
-import datetime
 import json
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from chaincode_client.interface import EndorsementError, LedgerClient
 from ledger.audit import verify_ledger
+from ledger.engine.msp import new_identity
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv
 from tests.ledger.helpers import attest, js, register_node
 
@@ -137,27 +133,11 @@ def test_pcr_golden_values_come_from_the_policy_both_orgs_approved(ledger_env, n
         assert report.ok and report.quotes == 2, report.defects
 
 
-def _cert_pem(ca: bool) -> str:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "EK root" if ca else "leaf")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
 def _ca_pem() -> str:
-    return _cert_pem(ca=True)
+    return new_identity("Acme TPM", "EK root", None).cert_pem.decode()
 
 
 def _leaf_pem() -> str:
-    return _cert_pem(ca=False)
+    return new_identity(
+        "Acme TPM", "leaf", new_identity("Acme TPM", "EK root", None)
+    ).cert_pem.decode()
