@@ -9,13 +9,8 @@ import sys
 from pathlib import Path
 
 from ledger.audit import verify_ledger
-from ledger.receipt import (
-    export_receipt,
-    export_roots,
-    load_receipt,
-    load_roots,
-    verify_receipt,
-)
+from ledger.genesis import load_roots
+from ledger.receipt import export_receipt, export_roots, load_receipt, verify_receipt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--path", type=Path, required=True, help="the ledger's SQLite file")
     verify.add_argument(
         "--skip-quotes", action="store_true", help="do not re-run the quote verifier"
+    )
+    verify.add_argument(
+        "--roots", type=Path, help="folder of <MSPID>.pem: check the genesis names exactly these"
     )
     receipt = sub.add_parser("receipt", help="export a lease's receipt as JSON")
     receipt.add_argument("--path", type=Path, required=True)
@@ -45,7 +43,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if ns.command == "verify":
         print(f"auditing {ns.path} ...", file=sys.stderr)
-        report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes)
+        try:
+            trusted = load_roots(ns.roots) if ns.roots else None
+        except (OSError, ValueError) as exc:
+            print(f"error: --roots: {exc}", file=sys.stderr)
+            return 2
+        report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes, roots=trusted)
         for defect in report.defects:
             print(f"DEFECT {defect}")
         summary = (

@@ -22,7 +22,7 @@ from ledger.engine.msp import ChannelMsp
 from ledger.engine.stub import RANGE_END
 from ledger.engine.tx import VALID, EndorsementPolicy, block_data_hash, block_header_hash
 from ledger.engine.validate import BlockView, DictState, Validated, validate_block
-from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
+from ledger.genesis import GENESIS_PREVIOUS_HASH, check_roots, read_config
 from ledger.governance import policy_key
 
 
@@ -112,7 +112,11 @@ def _where(number: int, txnum: int, tx_id: str) -> str:
     return f"block {number} tx {txnum} ({tx_id})"
 
 
-def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
+def verify_ledger(
+    path: Path, check_quotes: bool = True, roots: dict[str, bytes] | None = None
+) -> AuditReport:
+    """Audit the chain; with `roots` (MSP id -> CA PEM, trusted from outside), its genesis
+    must name exactly those organisation CAs."""
     chain = _Chain(path)
     report = AuditReport()
     blocks = chain.blocks()
@@ -120,6 +124,8 @@ def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
         report.defects.append(Defect("block 0", "genesis block missing"))
         return report
     config = read_config(chain)
+    if roots is not None:
+        report.defects += [Defect("block 0", what) for what in check_roots(config, roots)]
     msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
     policy = EndorsementPolicy.from_json(config["policy"])
     state, previous = DictState(), GENESIS_PREVIOUS_HASH

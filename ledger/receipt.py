@@ -17,9 +17,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-
 from ledger import money
 from ledger.audit import _Chain
 from ledger.contract_state import ATTESTATION, CHALLENGE, LEASE, NODE, SETTLEMENT
@@ -31,7 +28,7 @@ from ledger.engine.tx import (
     check_signatures,
     decode_envelope,
 )
-from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
+from ledger.genesis import GENESIS_PREVIOUS_HASH, check_roots, read_config
 
 RECEIPT_VERSION = 1
 MAX_RECEIPT_BYTES = 64 * 1024 * 1024
@@ -100,20 +97,6 @@ def _nonce_of(chain: _Chain, att_id: str) -> str:
     return str(json.loads(raw)["nonce"]) if raw else ""
 
 
-def load_roots(directory: Path) -> dict[str, bytes]:
-    """The channel's organisation CA certificates an auditor trusts: `<MSPID>.pem` files in
-    `directory`, obtained from each organisation (never from the receipt being checked)."""
-    roots = {pem.stem: pem.read_bytes() for pem in sorted(Path(directory).glob("*.pem"))}
-    if not roots:
-        raise ValueError(f"{directory} holds no <MSPID>.pem CA certificates")
-    for mspid, pem in roots.items():
-        try:
-            _der(pem)
-        except ValueError as exc:
-            raise ValueError(f"{directory}/{mspid}.pem is not a PEM certificate: {exc}") from None
-    return roots
-
-
 def export_roots(path: Path, out: Path) -> list[Path]:
     """Write this ledger's organisation CA certificates as `<MSPID>.pem` (for an operator to
     hand to auditors and tenants through a channel of its own)."""
@@ -131,30 +114,9 @@ def verify_receipt(receipt: dict[str, Any], roots: dict[str, bytes]) -> list[str
     from `load_roots`): the receipt's own channel configuration is trusted only where it
     names exactly these CAs. An empty list means every check passed."""
     try:
-        return _check_roots(receipt["config"], roots) + _verify(receipt)
+        return check_roots(receipt["config"], roots) + _verify(receipt)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         return [f"receipt is malformed: {type(exc).__name__}: {exc}"]
-
-
-def _check_roots(config: dict[str, Any], roots: dict[str, bytes]) -> list[str]:
-    named = {mspid: _der(pem.encode()) for mspid, pem in config["ca_certs"].items()}
-    trusted = {mspid: _der(pem) for mspid, pem in roots.items()}
-    defects = [
-        f"channel config: the CA of {mspid} is not the one you trust"
-        if mspid in trusted
-        else f"channel config: {mspid} is not an organisation you trust"
-        for mspid, der in sorted(named.items())
-        if trusted.get(mspid) != der
-    ]
-    defects += [
-        f"channel config: {mspid}, an organisation you trust, is not in it"
-        for mspid in sorted(set(trusted) - set(named))
-    ]
-    return defects
-
-
-def _der(pem: bytes) -> bytes:
-    return x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
 
 
 def _verify(receipt: dict[str, Any]) -> list[str]:

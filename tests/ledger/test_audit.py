@@ -238,6 +238,10 @@ def test_receipt_of_a_channel_made_up_on_the_spot_is_refused(chain, tmp_path, no
     assert found == [
         f"channel config: the CA of {org} is not the one you trust" for org in (ORG1, "Org2MSP")
     ]
+    # the whole-ledger audit checks its genesis against trusted roots the same way
+    assert verify_ledger(made_up, roots=org_roots(made_up)).ok
+    audit = verify_ledger(made_up, roots=org_roots(chain))
+    assert [str(d) for d in audit.defects] == [f"block 0: {d}" for d in found]
     empty = tmp_path / "no-roots"
     empty.mkdir()
     refused = subprocess.run(
