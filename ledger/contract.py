@@ -9,7 +9,6 @@ no randomness (challenge nonces are derived from the transaction id) and money i
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from fabric_chaincode_python.fabric_contract_api import (
@@ -18,9 +17,10 @@ from fabric_chaincode_python.fabric_contract_api import (
     TransactionContext,
 )
 
-from ledger import attestation, challenges, ek_binding, money
+from ledger import attestation, ek_binding, money
 from ledger import contract_args as args
 from ledger import contract_rules as rules
+from ledger.contract_attestation import AttestationFunctions
 from ledger.contract_governance import GOVERNANCE_QUERIES, GovernanceFunctions
 from ledger.contract_state import (
     ATTESTATION,
@@ -51,7 +51,6 @@ from ledger.contract_state import (
 
 CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
-NONCE_MIN_BYTES, NONCE_MAX_BYTES = 8, 64
 HISTORY_KEY_PREFIXES = (NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, CHALLENGE, LEASE)
 QUERIES = [
     "GetNode",
@@ -71,7 +70,7 @@ def _same(record: dict[str, Any], asked: dict[str, Any]) -> bool:
     return all(record.get(key) == value for key, value in asked.items())
 
 
-class WattleaseContract(GovernanceFunctions, Contract):
+class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
     Name = CONTRACT_NAME
 
     def get_evaluate_transactions(self) -> list[str]:
@@ -151,88 +150,6 @@ class WattleaseContract(GovernanceFunctions, Contract):
         await put_json(stub, NODE + node_id, node)
         stub.set_event("AKRevoked", dumps({"node_id": node_id, "ak_epoch": node["ak_epoch"]}))
         return _out(node)
-
-    # -- attestations --------------------------------------------------------------------
-
-    async def IssueChallenge(self, ctx: TransactionContext, request: str) -> str:
-        """{node_id} -> {node_id, nonce (hex), challenge_tx, issued_ns, expires_ns}: a nonce
-        derived from this transaction, for the node's next quote."""
-        node_id = args.identifier(args.load_object(request), "node_id")
-        stub = ctx.get_stub()
-        node = await rules.load_node(stub, node_id)
-        rules.require_org(ctx, node["org"], f"node {node_id}")
-        if node["revoked"]:
-            raise ContractError(f"the AK of node {node_id} is revoked")
-        challenge = challenges.new_challenge(
-            node_id, stub.get_txid(), tx_time_ns(stub), node["pcr_policy"]
-        )
-        await put_json(stub, CHALLENGE + challenge["nonce"], challenge)
-        stub.set_event("ChallengeIssued", dumps({"node_id": node_id, "nonce": challenge["nonce"]}))
-        return _out(challenge)
-
-    async def RecordAttestation(self, ctx: TransactionContext, request: str) -> str:
-        """{node_id, quote (b64 TPMS_ATTEST), signature (b64 TPMT_SIGNATURE),
-        pcr_values: {sha256: {index: hex}}, nonce (hex, from IssueChallenge)}. The verdict is
-        recomputed here against the AK on the ledger; a failing verdict is recorded too (as
-        evidence). The attestation's age counts from the challenge's issue."""
-        req = args.load_object(request)
-        node_id = args.identifier(req, "node_id")
-        quote, signature = args.b64bytes(req, "quote"), args.b64bytes(req, "signature")
-        pcrs = args.pcr_values(req)
-        nonce = args.hexbytes(req, "nonce", NONCE_MIN_BYTES, NONCE_MAX_BYTES)
-        stub = ctx.get_stub()
-        node = await rules.load_node(stub, node_id)
-        rules.require_org(ctx, node["org"], f"node {node_id}")
-        if node["revoked"]:
-            raise ContractError(f"the AK of node {node_id} is revoked")
-        now = tx_time_ns(stub)
-        evidence = hashlib.sha256(quote + signature).hexdigest()
-        seen = await get_json(stub, NONCE + nonce.hex())
-        if seen is not None:
-            earlier = await get_json(stub, ATTESTATION + seen)
-            if (
-                earlier
-                and earlier.get("evidence_sha256") == evidence
-                and (earlier["node_id"] == node_id)
-            ):
-                return _out(earlier)  # the same evidence resubmitted: a retry, not a replay
-            raise ContractError(
-                f"[attest.replayed] nonce {nonce.hex()} was already answered by attestation {seen}"
-            )
-        challenge = await challenges.outstanding(stub, node_id, nonce, now)
-        previous = await get_json(stub, CLOCK + node_id)
-        verdict = attestation.verify(
-            args.b64bytes(node, "ak_public"),
-            quote,
-            signature,
-            pcrs,
-            nonce,
-            node["pcr_policy"],
-            previous,
-        )
-        att_id = stub.get_txid()
-        record = {
-            "attestation_id": att_id,
-            "node_id": node_id,
-            "ak_epoch": node["ak_epoch"],
-            "nonce": nonce.hex(),
-            "challenge_tx": challenge["challenge_tx"],
-            "evidence_sha256": evidence,
-            "timestamp_ns": challenge["issued_ns"],  # the quote cannot predate its challenge
-            "answered_ns": now,
-            "valid": verdict["valid"],
-            "verdict": verdict,
-        }
-        await put_json(stub, ATTESTATION + att_id, record)
-        await put_json(stub, NONCE + nonce.hex(), att_id)
-        await stub.delete_state(CHALLENGE + nonce.hex())  # answered: at most once
-        if verdict["valid"] and verdict.get("clock"):
-            await put_json(stub, CLOCK + node_id, verdict["clock"])
-        stub.set_event(
-            "AttestationRecorded",
-            dumps({"attestation_id": att_id, "node_id": node_id, "valid": verdict["valid"]}),
-        )
-        return _out(record)
 
     # -- leases --------------------------------------------------------------------------
 
