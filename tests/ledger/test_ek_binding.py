@@ -59,7 +59,7 @@ def enrolment(
             "ek_public": b64(ek_public),
             "ek_certificate": b64(ek_cert),
             "ak_certificate": cert,
-            "registrar_signature": sign_ak_certificate(cert, client.identity.sign),
+            "registrar_signature": sign_ak_certificate(cert, client.sign),
         },
         "enrolment_quote": {
             "quote": b64(evidence.quote),
