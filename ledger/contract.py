@@ -48,10 +48,14 @@ from ledger.contract_state import (
 from ledger.contract_state import (
     json_out as _out,
 )
+from ledger.governance import POLICY, PROPOSAL
 
 CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
-HISTORY_KEY_PREFIXES = (NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, CHALLENGE, LEASE)
+HISTORY_KEY_PREFIXES = (
+    *(NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, CHALLENGE, LEASE),
+    *(POLICY, PROPOSAL),  # who proposed and approved each version of a policy
+)
 QUERIES = [
     "GetNode",
     "GetLease",

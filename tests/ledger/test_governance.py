@@ -127,6 +127,11 @@ def test_pcr_golden_values_come_from_the_policy_both_orgs_approved(ledger_env, n
     assert [r["code"] for r in record["verdict"]["reasons"]] == ["pcr_value_mismatch"]
     current = json.loads(client.evaluate("GetNode", js({"node_id": "n1"})))
     assert current["pcr_policy"] == tightened
+    history = json.loads(client.evaluate("GetHistory", js({"key": "policy:pcr_policy:gold"})))
+    assert [(h["value"]["version"], h["value"]["approved_by"]["mspid"]) for h in history] == [
+        (1, ORG2),
+        (2, ORG1),
+    ]
     if ledger_env.path is not None:  # the audit re-verifies each quote under its policy then
         ledger_env.close_ledger()
         report = verify_ledger(ledger_env.path)
