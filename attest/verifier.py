@@ -1,7 +1,7 @@
 """Quote verification in a fixed order (as Keylime's tpm_util does), pure `cryptography`.
 
 AK attributes → signature scheme vs key → hash algorithm → signature over TPMS_ATTEST →
-magic and type → nonce == extraData → PCR selection == policy → PCR digest == H(values) →
+magic and type → nonce == extraData → PCR selection covers the policy's → PCR digest == H(values) →
 values == golden → clock sanity vs the previous quote. Structural failures (unparseable
 evidence, a bad signature) stop the run: nothing after them is authenticated.
 """
@@ -166,10 +166,35 @@ def _value(bank: dict[Any, bytes], pcr: int) -> bytes:
 
 
 def _check_selection(att: Attest, policy: PcrPolicy, v: Verdict) -> None:
+    """The quote must cover every PCR the policy names (same bank); extra PCRs are reported.
+
+    Like Keylime: the policy decides which PCRs must match, and a quote over more of them
+    proves no less. The extras are still bound by the signed digest and shown in the verdict.
+    """
     quoted = {alg: pcrs for alg, pcrs in att.pcr_select if pcrs}
     wanted = policy.tpm_selection_map
-    if quoted != wanted:
-        v.add("pcr_selection_mismatch", f"quote covers {_fmt(quoted)}, policy wants {_fmt(wanted)}")
+    if quoted == wanted:  # the usual case: exactly the policy's PCRs
+        return
+    missing = _minus(wanted, quoted)
+    if missing:
+        v.add(
+            "pcr_selection_mismatch",
+            f"quote covers {_fmt(quoted)}, policy wants {_fmt(wanted)}: {_fmt(missing)} missing",
+        )
+        return
+    extra = _minus(quoted, wanted)
+    if extra:
+        v.add(
+            "pcr_selection_extra",
+            f"quote also covers {_fmt(extra)}, which the policy does not name: reported only",
+            SEVERITY_INFO,
+        )
+
+
+def _minus(a: dict[int, frozenset[int]], b: dict[int, frozenset[int]]) -> dict[int, frozenset[int]]:
+    """The PCRs of selection a that b lacks, per bank (banks with none left out)."""
+    out = {alg: pcrs - b.get(alg, frozenset()) for alg, pcrs in a.items()}
+    return {alg: pcrs for alg, pcrs in out.items() if pcrs}
 
 
 def _fmt(sel: dict[int, frozenset[int]]) -> str:

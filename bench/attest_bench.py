@@ -29,8 +29,8 @@ from attest.swtpm import LocalCA, start_node_tpm
 from attest.verifier import _load_ak, verify_quote
 
 QUOTE_SAMPLES = 64  # distinct genuine quotes, verified round-robin
-TARGET_FRACTION = 0.5
-BATCH = 200  # calls per timed batch (~30 ms)  # issue 3: at least half of OpenSSL's raw verify rate
+TARGET_FRACTION = 0.8  # issue 12: full verification (AK cached) at >= 80% of raw ECDSA verify
+BATCH = 200  # calls per timed batch (~30 ms)
 
 
 def openssl_verify_rate(seconds: int) -> float:
@@ -183,7 +183,8 @@ jobs; Python {platform.python_version()}, {ossl_version}.
 |---|---|
 {rows}
 
-Target (issue 3): full verification at least {TARGET_FRACTION:.0%} of OpenSSL's raw verify rate:
+Target (issue 12; issue 3 asked 50%): full verification at least {TARGET_FRACTION:.0%} of
+OpenSSL's raw verify rate:
 best batch {"met" if warm >= TARGET_FRACTION * ossl else "NOT met"}; 3-second mean (the strict
 like-for-like with OpenSSL's 3-second figure) {
         "met" if warm_mean >= TARGET_FRACTION * ossl else "NOT met"

@@ -22,11 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ledger_bench import HOUR_MS, setup, submit_all
 from chaincode_client.embedded import EmbeddedClient
-from ledger.audit import _Chain
 from ledger.audit_bill import audit_bill
 from ledger.engine import EmbeddedLedger
-from ledger.genesis import read_config
-from ledger.receipt import export_receipt
+from ledger.receipt import export_receipt, export_roots
 from tests.ledger.helpers import lease_request, lease_terms, now_ms, settle_request
 
 
@@ -76,8 +74,8 @@ def build(args: argparse.Namespace, workdir: Path) -> tuple[dict, Path, Path]:
         )
     bill = workdir / "bill.json"
     bill.write_text(json.dumps({"lines": bill_lines}))
-    roots = workdir / "roots.pem"
-    roots.write_text("".join(read_config(_Chain(path))["ca_certs"].values()))
+    roots = workdir / "roots"
+    export_roots(path, roots)
     return {"leases": len(gpus)}, bill, roots
 
 

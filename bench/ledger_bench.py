@@ -36,13 +36,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
 from ledger.receipt import export_receipt, verify_receipt
-from tests.ledger.conftest import NodeTpm
+from tests.ledger.conftest import swtpm_node
 from tests.ledger.helpers import (
     H100,
     attest,
     lease_request,
     lease_terms,
     now_ms,
+    org_roots,
     register_node,
     settle_request,
 )
@@ -52,15 +53,7 @@ HOUR_MS = 3_600_000
 
 
 def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str], dict]:
-    from attest.agent.tpm import Agent
-    from attest.swtpm import LocalCA, start_node_tpm
-
-    tpm = start_node_tpm(workdir / "swtpm", LocalCA(workdir / "ca"))
-    agent = Agent(tpm.tcti)
-    try:
-        ak = agent.create_ak()
-        values = agent.read_pcrs("sha256:0,2,7")["sha256"]
-        node_tpm = NodeTpm(agent, [ak], {str(i): v.hex() for i, v in sorted(values.items())})
+    with swtpm_node(workdir / "swtpm", aks=1) as node_tpm:
         client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "setup"))
         nodes = (leases + GPUS_PER_NODE - 1) // GPUS_PER_NODE
         gpus, att_of = [], {}
@@ -75,9 +68,6 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
             print(f"  node {n + 1}/{nodes} registered and attested", end="\r", file=sys.stderr)
         print(file=sys.stderr)
         return gpus[:leases], att_of
-    finally:
-        agent.close()
-        tpm.stop()
 
 
 def submit_all(
@@ -180,7 +170,10 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
     export_start = time.perf_counter()
     receipt = export_receipt(workdir / "ledger.sqlite", f"L-{gpus[-1]}")
     export_ms = 1000 * (time.perf_counter() - export_start)
-    assert verify_receipt(receipt) == [], "the receipt of a benchmark lease does not re-check"
+    roots = org_roots(workdir / "ledger.sqlite")
+    assert verify_receipt(receipt, roots) == [], (
+        "the receipt of a benchmark lease does not re-check"
+    )
     result = {
         "function": "Settle" if args.fn == "settle" else "CreateLease",
         "committed": len(latencies),

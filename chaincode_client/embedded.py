@@ -95,6 +95,9 @@ class EmbeddedClient(LedgerClient):  # explicit, so mypy checks it keeps the int
             raise LedgerUnavailable(str(exc)) from None
         return EmbeddedCommit(tx_id, future)
 
+    def sign(self, message: bytes) -> bytes:
+        return self._identity.sign(message)
+
     def events(self, start_block: int = 0) -> Iterator[ChaincodeEvent]:
         for event in self._ledger.events(start_block, stop=self._stop):
             yield ChaincodeEvent(event.block_number, event.tx_id, event.name, event.payload)

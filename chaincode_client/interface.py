@@ -113,4 +113,9 @@ class LedgerClient(Protocol):
         """Chaincode events of committed valid transactions, replayed from start_block."""
         ...
 
+    def sign(self, message: bytes) -> bytes:
+        """ECDSA-SHA256 (DER) by this client's identity, the transactions' creator: how a
+        registrar signs an AK certificate the contract checks against that creator."""
+        ...
+
     def close(self) -> None: ...

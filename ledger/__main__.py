@@ -1,6 +1,8 @@
 """`python -m ledger verify --path DB` | `receipt --path DB --lease ID` |
-`verify-receipt FILE [--trust ROOTS.pem]` (embedded or Fabric receipts; Fabric needs --trust) |
-`audit-bill BILL.json --receipts DIR --trust ROOTS.pem [--readings DIR]`"""
+`verify-receipt FILE --trust ROOTS` (embedded or Fabric receipts) |
+`audit-bill BILL.json --receipts DIR --trust ROOTS [--readings DIR]` | `roots --path DB --out DIR`
+ROOTS: the channel's trust anchors, a roots file (`roots`, or `python -m
+chaincode_client.fabric_network roots`) or a folder of <MSPID>.pem."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from ledger.audit import verify_ledger
 from ledger.audit_bill import UnusableInput, audit_bill
 from ledger.fabric_receipt import FORMAT as FABRIC_FORMAT
 from ledger.fabric_receipt import verify_fabric_receipt
-from ledger.receipt import export_receipt, load_receipt, verify_receipt
+from ledger.genesis import load_roots
+from ledger.receipt import export_receipt, export_roots, load_receipt, verify_receipt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument(
         "--skip-quotes", action="store_true", help="do not re-run the quote verifier"
     )
+    verify.add_argument(
+        "--roots", type=Path, help="folder of <MSPID>.pem: check the genesis names exactly these"
+    )
     receipt = sub.add_parser("receipt", help="export a lease's receipt as JSON")
     receipt.add_argument("--path", type=Path, required=True)
     receipt.add_argument("--lease", required=True)
@@ -32,22 +38,33 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("file", type=Path)
     check.add_argument(
         "--trust",
+        "--roots",
+        dest="trust",
         type=Path,
-        help="the channel's trust roots (PEM, from `python -m chaincode_client.fabric_network "
-        "roots`); required for a Fabric receipt",
+        required=True,
+        help="the channel's trust anchors, obtained from each organisation (never from the "
+        "receipt): a roots file or a folder of <MSPID>.pem",
     )
     bill = sub.add_parser("audit-bill", help="re-derive every line of a bill from receipts")
     bill.add_argument("bill", type=Path, help="the bill (GET /api/bills/) as JSON")
     bill.add_argument("--receipts", type=Path, required=True, help="DIR of <lease>.json")
-    bill.add_argument("--trust", type=Path, required=True, help="the channel's root CAs (PEM)")
+    bill.add_argument("--trust", type=Path, required=True, help="the channel's trust anchors")
     bill.add_argument("--readings", type=Path, help="DIR of <lease>/<seq>.csv readings")
+    roots = sub.add_parser("roots", help="write this ledger's organisation CAs as <MSPID>.pem")
+    roots.add_argument("--path", type=Path, required=True)
+    roots.add_argument("--out", type=Path, required=True)
     ns = parser.parse_args(argv)
 
     if ns.command == "audit-bill":
         return _audit_bill(ns)
     if ns.command == "verify":
         print(f"auditing {ns.path} ...", file=sys.stderr)
-        report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes)
+        try:
+            trusted = load_roots(ns.roots) if ns.roots else None
+        except (OSError, ValueError) as exc:
+            print(f"error: --roots: {exc}", file=sys.stderr)
+            return 2
+        report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes, roots=trusted)
         for defect in report.defects:
             print(f"DEFECT {defect}")
         summary = (
@@ -69,14 +86,24 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(text)
         return 0
+    if ns.command == "roots":
+        for written in export_roots(ns.path, ns.out):
+            print(written)
+        return 0
     doc = load_receipt(ns.file)
     if isinstance(doc, dict) and doc.get("format") == FABRIC_FORMAT:
-        if ns.trust is None:
-            print("error: a Fabric receipt is checked against --trust ROOTS.pem", file=sys.stderr)
+        try:
+            problems = verify_fabric_receipt(doc, ns.trust.read_bytes())
+        except OSError as exc:
+            print(f"error: --trust: {exc}", file=sys.stderr)
             return 2
-        problems = verify_fabric_receipt(doc, ns.trust.read_bytes())
     else:
-        problems = verify_receipt(doc)
+        try:
+            trusted = load_roots(ns.trust)
+        except (OSError, ValueError) as exc:
+            print(f"error: --trust: {exc}", file=sys.stderr)
+            return 2
+        problems = verify_receipt(doc, trusted)
     for problem in problems:
         print(f"DEFECT {problem}")
     print("OK" if not problems else f"FAILED: {len(problems)} defects")

@@ -22,7 +22,8 @@ from ledger.engine.msp import ChannelMsp
 from ledger.engine.stub import RANGE_END
 from ledger.engine.tx import VALID, EndorsementPolicy, block_data_hash, block_header_hash
 from ledger.engine.validate import BlockView, DictState, Validated, validate_block
-from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
+from ledger.genesis import GENESIS_PREVIOUS_HASH, check_roots, read_config
+from ledger.governance import policy_key
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,11 @@ def _where(number: int, txnum: int, tx_id: str) -> str:
     return f"block {number} tx {txnum} ({tx_id})"
 
 
-def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
+def verify_ledger(
+    path: Path, check_quotes: bool = True, roots: dict[str, bytes] | None = None
+) -> AuditReport:
+    """Audit the chain; with `roots` (MSP id -> CA PEM, trusted from outside), its genesis
+    must name exactly those organisation CAs."""
     chain = _Chain(path)
     report = AuditReport()
     blocks = chain.blocks()
@@ -119,6 +124,8 @@ def verify_ledger(path: Path, check_quotes: bool = True) -> AuditReport:
         report.defects.append(Defect("block 0", "genesis block missing"))
         return report
     config = read_config(chain)
+    if roots is not None:
+        report.defects += [Defect("block 0", what) for what in check_roots(config, roots)]
     msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
     policy = EndorsementPolicy.from_json(config["policy"])
     state, previous = DictState(), GENESIS_PREVIOUS_HASH
@@ -193,7 +200,7 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
             args.b64bytes(req, "signature"),
             args.pcr_values(req),
             args.hexbytes(req, "nonce", 8, 64),
-            node["pcr_policy"],
+            _policy_in_force(state, node),
             json.loads(clock[0]) if clock else None,
         )
     except Exception as exc:  # any failure to re-verify is itself a defect to report
@@ -208,6 +215,15 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
                 f"re-verified one (valid={verdict['valid']})",
             )
         )
+
+
+def _policy_in_force(state: DictState, node: dict) -> dict:
+    """The node's PCR policy as the contract saw it: for a governed one, the version both
+    organisations had approved by then."""
+    if not node.get("pcr_policy_id"):
+        return dict(node["pcr_policy"])
+    approved = state.values[policy_key("pcr_policy", node["pcr_policy_id"])][0]
+    return dict(json.loads(approved)["document"])
 
 
 def _compare_state(

@@ -4,9 +4,9 @@ alone, with trust anchors the auditor brings.
 For each line of the bill (the `GET /api/bills/` document) the auditor needs the receipt of
 its lease (`DIR/<lease>.json`, as `GET /api/leases/<id>/receipt/` or `python -m ledger
 receipt` writes it). A line holds when:
-- every channel root certificate in the receipt's configuration is one the auditor trusts
-  (`--trust`, PEM): a receipt from a channel the auditor did not name fails, however well
-  it is signed;
+- the receipt's channel names exactly the organisation CAs the auditor trusts (`--trust`,
+  read by ledger.genesis.load_roots): a receipt from a channel the auditor did not name
+  fails, however well it is signed;
 - the receipt verifies (hash chain, block data hashes, creator and endorsement signatures
   against those roots and the channel's policy: ledger.receipt);
 - the transaction the line names is a valid Settle in the receipt, for this lease and
@@ -20,18 +20,15 @@ receipt` writes it). A line holds when:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives.serialization import Encoding
-
 from ledger import readings as telemetry
 from ledger.contract_state import SETTLEMENT
 from ledger.engine.tx import VALID, decode_envelope
+from ledger.genesis import load_roots
 from ledger.receipt import check_settlement, load_receipt, verify_receipt
 
 # bill line field -> the ledger's settlement record field
@@ -67,13 +64,12 @@ class LineVerdict:
         return f"{head} OK" if self.ok else f"{head} FAIL: " + "; ".join(self.reasons)
 
 
-def load_roots(path: Path) -> set[str]:
-    """SHA-256 fingerprints (hex, of the DER) of the trusted root certificates in a PEM file."""
+def load_trust(path: Path) -> dict[str, bytes]:
+    """The auditor's trust anchors (ledger.genesis.load_roots), or UnusableInput."""
     try:
-        certs = x509.load_pem_x509_certificates(path.read_bytes())
+        return load_roots(path)
     except (OSError, ValueError) as exc:
-        raise UnusableInput(f"--trust {path}: no PEM certificates ({exc})") from None
-    return {hashlib.sha256(c.public_bytes(Encoding.DER)).hexdigest() for c in certs}
+        raise UnusableInput(f"--trust {path}: {exc}") from None
 
 
 def load_bill(path: Path) -> list[dict[str, Any]]:
@@ -87,17 +83,8 @@ def load_bill(path: Path) -> list[dict[str, Any]]:
         raise UnusableInput(f"bill {path}: {exc}") from None
 
 
-def _untrusted_roots(receipt: dict[str, Any], roots: set[str]) -> list[str]:
-    out = []
-    for mspid, pem in sorted(receipt["config"]["ca_certs"].items()):
-        cert = x509.load_pem_x509_certificate(pem.encode())
-        if hashlib.sha256(cert.public_bytes(Encoding.DER)).hexdigest() not in roots:
-            out.append(f"the receipt's root of {mspid} is not among the trusted roots")
-    return out
-
-
 class Auditor:
-    def __init__(self, receipts: Path, roots: set[str], readings: Path | None) -> None:
+    def __init__(self, receipts: Path, roots: dict[str, bytes], readings: Path | None) -> None:
         self.receipts, self.roots, self.readings = receipts, roots, readings
         self._checked: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
 
@@ -110,11 +97,7 @@ class Auditor:
             except (OSError, ValueError) as exc:
                 self._checked[lease] = (None, [f"no usable receipt {path.name}: {exc}"])
             else:
-                try:
-                    problems = _untrusted_roots(receipt, self.roots)
-                except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                    problems = [f"receipt configuration unreadable: {exc}"]
-                problems = problems or verify_receipt(receipt)
+                problems = verify_receipt(receipt, self.roots)
                 self._checked[lease] = (receipt, problems)
         return self._checked[lease]
 
@@ -185,5 +168,5 @@ def audit_bill(
     lines = load_bill(bill)
     if not receipts.is_dir():
         raise UnusableInput(f"--receipts {receipts} is not a directory")
-    auditor = Auditor(receipts, load_roots(trust), readings)
+    auditor = Auditor(receipts, load_trust(trust), readings)
     return [auditor.line(item) for item in lines]

@@ -3,12 +3,12 @@
 Written once against fabric-chaincode-python's contract API and the shim stub only, so it runs
 unchanged on the embedded engine and as chaincode-as-a-service on a Fabric peer. Every
 function takes one JSON-object string and returns canonical JSON. Deterministic: the only
-clock is the proposal timestamp, there is no randomness and money is integers.
+clock is the proposal timestamp (each endorser refuses one far from its own clock), there is
+no randomness (challenge nonces are derived from the transaction id) and money is integers.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from fabric_chaincode_python.fabric_contract_api import (
@@ -17,12 +17,15 @@ from fabric_chaincode_python.fabric_contract_api import (
     TransactionContext,
 )
 
-from ledger import attestation, billing
+from ledger import attestation, billing, ek_binding
 from ledger import contract_args as args
 from ledger import contract_rules as rules
 from ledger import terms as lease_terms
+from ledger.contract_attestation import AttestationFunctions
+from ledger.contract_governance import GOVERNANCE_QUERIES, GovernanceFunctions
 from ledger.contract_state import (
     ATTESTATION,
+    CHALLENGE,
     CLOCK,
     GPU,
     GPU_LEASE,
@@ -43,11 +46,17 @@ from ledger.contract_state import (
     range_values,
     tx_time_ns,
 )
+from ledger.contract_state import (
+    json_out as _out,
+)
+from ledger.governance import POLICY, PROPOSAL
 
 CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
-NONCE_MIN_BYTES, NONCE_MAX_BYTES = 8, 64
-HISTORY_KEY_PREFIXES = (NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, LEASE)
+HISTORY_KEY_PREFIXES = (
+    *(NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, CHALLENGE, LEASE),
+    *(POLICY, PROPOSAL),  # who proposed and approved each version of a policy
+)
 QUERIES = [
     "GetNode",
     "GetLease",
@@ -56,11 +65,8 @@ QUERIES = [
     "LeasesByNode",
     "GetSettlements",
     "GetHistory",
+    *GOVERNANCE_QUERIES,
 ]
-
-
-def _out(value: Any) -> str:
-    return dumps(value).decode()
 
 
 def _same(record: dict[str, Any], asked: dict[str, Any]) -> bool:
@@ -69,7 +75,7 @@ def _same(record: dict[str, Any], asked: dict[str, Any]) -> bool:
     return all(record.get(key) == value for key, value in asked.items())
 
 
-class WattleaseContract(Contract):
+class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
     Name = CONTRACT_NAME
 
     def get_evaluate_transactions(self) -> list[str]:
@@ -79,22 +85,32 @@ class WattleaseContract(Contract):
 
     async def RegisterNode(self, ctx: TransactionContext, request: str) -> str:
         """{node_id, org, ak_public (b64 TPM2B_PUBLIC), gpus: [{uuid, generation}],
-        pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s}}"""
+        pcr_policy_id (a policy both organisations approved) or, declared by the node's own
+        organisation alone, pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s},
+        ek_binding (required once the channel approved EK roots; see ledger.ek_binding)}"""
         req = args.load_object(request)
         node_id, org = args.identifier(req, "node_id"), args.identifier(req, "org")
         ak_public = args.b64bytes(req, "ak_public")
-        gpus, policy = args.gpu_inventory(req), args.pcr_policy(req)
+        gpus = args.gpu_inventory(req)
         rules.require_org(ctx, org, f"node {node_id}")
-        attestation.check_registration(ak_public, policy)
         stub = ctx.get_stub()
+        policy_id, policy = await rules.registration_policy(stub, req)
+        attestation.check_registration(ak_public, policy)
+        binding = await ek_binding.check(
+            ctx, req, node_id, ak_public, tx_time_ns(stub), gpus, policy
+        )
         node = await get_json(stub, NODE + node_id)
         epoch = 0
         if node is not None:
             if not node["revoked"]:
-                if _same(
-                    node,
-                    {"org": org, "ak_public": req["ak_public"], "gpus": gpus, "pcr_policy": policy},
-                ):
+                asked = {
+                    "org": org,
+                    "ak_public": req["ak_public"],
+                    "gpus": gpus,
+                    "ek_binding": binding,
+                }
+                asked.update({"pcr_policy_id": policy_id} if policy_id else {"pcr_policy": policy})
+                if _same(node, asked):
                     return _out(node)  # a retried submission: same answer, nothing written
                 raise ContractError(f"node {node_id} is already registered; revoke its AK first")
             if sorted(g["uuid"] for g in node["gpus"]) != sorted(g["uuid"] for g in gpus):
@@ -112,6 +128,8 @@ class WattleaseContract(Contract):
             "ak_epoch": epoch,
             "gpus": gpus,
             "pcr_policy": policy,
+            "pcr_policy_id": policy_id,  # None: an inline policy its own org declared
+            "ek_binding": binding,  # None: registered before the channel approved EK roots
             "revoked": False,
             "registered_tx": stub.get_txid(),
             "registered_ns": tx_time_ns(stub),
@@ -137,64 +155,6 @@ class WattleaseContract(Contract):
         await put_json(stub, NODE + node_id, node)
         stub.set_event("AKRevoked", dumps({"node_id": node_id, "ak_epoch": node["ak_epoch"]}))
         return _out(node)
-
-    # -- attestations --------------------------------------------------------------------
-
-    async def RecordAttestation(self, ctx: TransactionContext, request: str) -> str:
-        """{node_id, quote (b64 TPMS_ATTEST), signature (b64 TPMT_SIGNATURE),
-        pcr_values: {sha256: {index: hex}}, nonce (hex)}. The verdict is recomputed here
-        against the AK on the ledger; a failing verdict is recorded too (as evidence)."""
-        req = args.load_object(request)
-        node_id = args.identifier(req, "node_id")
-        quote, signature = args.b64bytes(req, "quote"), args.b64bytes(req, "signature")
-        pcrs = args.pcr_values(req)
-        nonce = args.hexbytes(req, "nonce", NONCE_MIN_BYTES, NONCE_MAX_BYTES)
-        stub = ctx.get_stub()
-        node = await rules.load_node(stub, node_id)
-        rules.require_org(ctx, node["org"], f"node {node_id}")
-        if node["revoked"]:
-            raise ContractError(f"the AK of node {node_id} is revoked")
-        evidence = hashlib.sha256(quote + signature).hexdigest()
-        seen = await get_json(stub, NONCE + nonce.hex())
-        if seen is not None:
-            earlier = await get_json(stub, ATTESTATION + seen)
-            if (
-                earlier
-                and earlier.get("evidence_sha256") == evidence
-                and (earlier["node_id"] == node_id)
-            ):
-                return _out(earlier)  # the same evidence resubmitted: a retry, not a replay
-            raise ContractError(f"nonce {nonce.hex()} was already used by attestation {seen}")
-        previous = await get_json(stub, CLOCK + node_id)
-        verdict = attestation.verify(
-            args.b64bytes(node, "ak_public"),
-            quote,
-            signature,
-            pcrs,
-            nonce,
-            node["pcr_policy"],
-            previous,
-        )
-        att_id = stub.get_txid()
-        record = {
-            "attestation_id": att_id,
-            "node_id": node_id,
-            "ak_epoch": node["ak_epoch"],
-            "nonce": nonce.hex(),
-            "evidence_sha256": evidence,
-            "timestamp_ns": tx_time_ns(stub),
-            "valid": verdict["valid"],
-            "verdict": verdict,
-        }
-        await put_json(stub, ATTESTATION + att_id, record)
-        await put_json(stub, NONCE + nonce.hex(), att_id)
-        if verdict["valid"] and verdict.get("clock"):
-            await put_json(stub, CLOCK + node_id, verdict["clock"])
-        stub.set_event(
-            "AttestationRecorded",
-            dumps({"attestation_id": att_id, "node_id": node_id, "valid": verdict["valid"]}),
-        )
-        return _out(record)
 
     # -- leases --------------------------------------------------------------------------
 

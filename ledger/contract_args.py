@@ -135,7 +135,8 @@ def gpu_inventory(obj: dict[str, Any], field: str = "gpus") -> list[dict[str, st
 
 
 def pcr_policy(obj: dict[str, Any], field: str = "pcr_policy") -> dict[str, Any]:
-    """The node's PCR policy, inline: {"pcrs": {"sha256": {"0": hex32, ...}}, "max_age_s": N}."""
+    """The node's PCR policy, inline: {"pcrs": {"sha256": {"0": hex32, ...}}, "max_age_s": N,
+    "challenge_window_s": W (optional, <= max_age_s)}."""
     value = obj.get(field)
     if not isinstance(value, dict):
         raise ArgumentError(f"{field}: must be an object with pcrs and max_age_s")
@@ -154,10 +155,16 @@ def pcr_policy(obj: dict[str, Any], field: str = "pcr_policy") -> dict[str, Any]
         name = f"{field}.pcrs.sha256[{index}]"
         hexbytes({name: digest}, name, 32, 32)
         golden[index] = digest
-    return {
+    policy: dict[str, Any] = {
         "pcrs": {"sha256": dict(sorted(golden.items(), key=lambda kv: int(kv[0])))},
         "max_age_s": max_age_s,
     }
+    if "challenge_window_s" in value:  # optional: how long an IssueChallenge nonce stays open
+        window_field = f"{field}.challenge_window_s"
+        policy["challenge_window_s"] = integer(
+            {window_field: value["challenge_window_s"]}, window_field, 1, max_age_s
+        )
+    return policy
 
 
 def pcr_values(obj: dict[str, Any], field: str = "pcr_values") -> dict[str, dict[int, bytes]]:

@@ -8,6 +8,8 @@ from typing import Any
 
 from fabric_chaincode_python.fabric_contract_api import TransactionContext
 
+from ledger import contract_args as args
+from ledger import governance
 from ledger.contract_state import (
     ATTESTATION,
     GPU,
@@ -32,10 +34,33 @@ def require_org(ctx: TransactionContext, org: str, what: str) -> None:
 
 
 async def load_node(stub: Any, node_id: str) -> dict[str, Any]:
+    """The node, its `pcr_policy` the one in force: for a node under a governed policy, the
+    version both organisations approved last (a change applies to every later check)."""
     node = await get_json(stub, NODE + node_id)
     if node is None:
         raise ContractError(f"node {node_id} is not registered")
-    return node
+    if node.get("pcr_policy_id"):
+        node["pcr_policy"] = await governed_pcr_policy(stub, node["pcr_policy_id"])
+    return dict(node)
+
+
+async def governed_pcr_policy(stub: Any, policy_id: str) -> dict[str, Any]:
+    policy = await governance.approved_policy(stub, "pcr_policy", policy_id)
+    if policy is None:
+        raise ContractError(
+            f"[governance.no_policy] pcr_policy_id {policy_id}: no PCR policy both "
+            "organisations approved (ProposePolicy, then ApprovePolicy by the other org)"
+        )
+    return policy
+
+
+async def registration_policy(stub: Any, req: dict[str, Any]) -> tuple[str | None, Any]:
+    """(policy id, policy) of a RegisterNode request: a governed policy named by
+    pcr_policy_id, or an inline pcr_policy (declared by the node's organisation alone)."""
+    if "pcr_policy_id" in req:
+        policy_id = args.identifier(req, "pcr_policy_id")
+        return policy_id, await governed_pcr_policy(stub, policy_id)
+    return None, args.pcr_policy(req)
 
 
 async def load_lease(stub: Any, lease_id: str) -> dict[str, Any]:

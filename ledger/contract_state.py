@@ -6,6 +6,8 @@ queries, history), so the same code runs on the embedded engine and on a Fabric 
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 from ledger.canonical import dumps, loads
@@ -16,17 +18,44 @@ GPU_LEASE = "gpulease:"  # gpulease:{uuid} -> {lease_id}; present only while lea
 CLOCK = "clock:"  # clock:{node_id} -> the TPM clock of the node's last good quote
 ATTESTATION = "att:"  # att:{tx_id} -> attestation record with the verdict
 NONCE = "nonce:"  # nonce:{hex} -> attestation id; a nonce is accepted once, ever
+CHALLENGE = "challenge:"  # challenge:{nonce hex} -> a challenge the ledger issued to a node
 LEASE = "lease:"  # lease:{lease_id} -> lease record
 TENANT_LEASE = "tenant~lease"  # composite index (tenant, lease_id)
 NODE_LEASE = "node~lease"  # composite index (node_id, lease_id)
 SETTLEMENT = "settlement"  # composite (lease_id, seq) -> settlement record
 
 NS_PER_S = 1_000_000_000
+MAX_CLOCK_SKEW_ENV = "LEDGER_MAX_CLOCK_SKEW_S"
+DEFAULT_MAX_CLOCK_SKEW_S = 120  # Fabric clients and peers run NTP; two minutes is generous
 SEQ_DIGITS = 12  # zero-padded so range queries return settlements in sequence order
 
 
 class ContractError(Exception):
     """A business rule refused the transaction; the message says which and why."""
+
+
+def _max_clock_skew_s(environ: Any) -> int:
+    """The endorser's bound on |proposal timestamp - its own clock|, from the environment of
+    the chaincode process (each organisation's peer sets its own). Read once, at import: a
+    bad value stops the chaincode from starting rather than endorsing with no bound."""
+    raw = environ.get(MAX_CLOCK_SKEW_ENV, "")
+    if not raw:
+        return DEFAULT_MAX_CLOCK_SKEW_S
+    try:
+        value = int(raw, 10)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{MAX_CLOCK_SKEW_ENV}={raw!r}: must be a whole number of seconds >= 1")
+    return value
+
+
+MAX_CLOCK_SKEW_S = _max_clock_skew_s(os.environ)
+
+
+def json_out(value: Any) -> str:
+    """A contract function's return value: canonical JSON text."""
+    return dumps(value).decode()
 
 
 async def get_json(stub: Any, key: str) -> Any | None:
@@ -41,9 +70,20 @@ async def put_json(stub: Any, key: str, value: Any) -> None:
 
 
 def tx_time_ns(stub: Any) -> int:
-    """The proposal's timestamp (set by the client, signed, endorsed): the only clock."""
+    """The proposal's timestamp, once this endorser has checked it against its own clock.
+
+    The client sets the timestamp, so on its own it proves nothing; each endorser refuses a
+    proposal more than MAX_CLOCK_SKEW_S away from `time.time_ns()` in its own process. The
+    state written stays deterministic: only the proposal's timestamp is ever recorded."""
     ts = stub.get_tx_timestamp()
-    return int(ts.seconds) * NS_PER_S + int(ts.nanos)
+    stamped = int(ts.seconds) * NS_PER_S + int(ts.nanos)
+    skew_ns = stamped - time.time_ns()
+    if abs(skew_ns) > MAX_CLOCK_SKEW_S * NS_PER_S:
+        raise ContractError(
+            f"[clock.skew] proposal timestamp is {skew_ns / NS_PER_S:+.0f} s from this "
+            f"endorser's clock; at most {MAX_CLOCK_SKEW_S} s ({MAX_CLOCK_SKEW_ENV}) is accepted"
+        )
+    return stamped
 
 
 def creator_msp(ctx: Any) -> str:

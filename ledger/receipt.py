@@ -2,10 +2,12 @@
 
 A receipt holds the channel configuration (organisations' CA certificates, endorsement
 policy), every block header of the chain, and for each transaction of the lease (its
-creation, migrations, end, settlements, the attestations it relied on and its nodes'
-registrations) the raw envelope, its position and the hashes of its block's other
-envelopes. `verify_receipt` recomputes the hash chain, each block's data hash, the creator and
-endorsement signatures against the policy, and every settlement amount.
+creation, migrations, end, settlements, the attestations it relied on, the challenges they
+answered and its nodes' registrations) the raw envelope, its position and the hashes of its
+block's other envelopes. `verify_receipt` recomputes the hash chain, each block's data hash,
+the creator and endorsement signatures against the policy, and every settlement amount — all
+under the organisation CAs the checker trusts, given from outside (`load_roots`): a receipt's
+own channel configuration proves nothing, as anyone can make up a channel.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from ledger import billing, money
 from ledger.audit import _Chain
-from ledger.contract_state import ATTESTATION, LEASE, NODE, SETTLEMENT, ContractError
+from ledger.contract_state import ATTESTATION, CHALLENGE, LEASE, NODE, SETTLEMENT, ContractError
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.tx import (
     VALID,
@@ -26,7 +28,7 @@ from ledger.engine.tx import (
     check_signatures,
     decode_envelope,
 )
-from ledger.genesis import GENESIS_PREVIOUS_HASH, read_config
+from ledger.genesis import GENESIS_PREVIOUS_HASH, check_roots, read_config
 
 RECEIPT_VERSION = 1
 MAX_RECEIPT_BYTES = 64 * 1024 * 1024
@@ -49,6 +51,8 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
         nodes |= {g["node_id"] for g in lease["gpus"]}
     keys = [LEASE + lease_id]
     keys += [ATTESTATION + att for att in sorted(atts)]
+    # the challenge each attestation answered: its issue time is the attestation's age
+    keys += [CHALLENGE + _nonce_of(chain, att) for att in sorted(atts)]
     keys += [NODE + node for node in sorted(nodes)]
     wanted = chain.writers(keys, prefix=f"\x00{SETTLEMENT}\x00{lease_id}\x00")
     blocks = {block for block, _ in wanted}
@@ -88,10 +92,29 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
     }
 
 
-def verify_receipt(receipt: dict[str, Any]) -> list[str]:
-    """Defects found in the receipt; an empty list means every check passed."""
+def _nonce_of(chain: _Chain, att_id: str) -> str:
+    raw = chain.value(ATTESTATION + att_id)
+    return str(json.loads(raw)["nonce"]) if raw else ""
+
+
+def export_roots(path: Path, out: Path) -> list[Path]:
+    """Write this ledger's organisation CA certificates as `<MSPID>.pem` (for an operator to
+    hand to auditors and tenants through a channel of its own)."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for mspid, pem in read_config(_Chain(path))["ca_certs"].items():
+        target = out / f"{mspid}.pem"
+        target.write_text(pem)
+        written.append(target)
+    return written
+
+
+def verify_receipt(receipt: dict[str, Any], roots: dict[str, bytes]) -> list[str]:
+    """Defects found in the receipt, checked against `roots` (MSP id -> CA certificate PEM,
+    from `load_roots`): the receipt's own channel configuration is trusted only where it
+    names exactly these CAs. An empty list means every check passed."""
     try:
-        return _verify(receipt)
+        return check_roots(receipt["config"], roots) + _verify(receipt)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         return [f"receipt is malformed: {type(exc).__name__}: {exc}"]
 

@@ -11,6 +11,7 @@ import base64
 import json
 import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,6 +22,8 @@ from attest.agent.tpm import AK_ECC, Agent, AkKey
 log = logging.getLogger("attest.agent")
 
 HTTP_TIMEOUT_S = 30.0
+CHALLENGE_WAIT_S = 30.0  # the ledger commits a challenge in seconds; then the round fails
+MAX_RETRY_S = 5.0  # never sleep longer than this between asks, whatever the server says
 MAX_RESPONSE_BYTES = 1 << 20
 
 
@@ -78,9 +81,33 @@ def enrol(agent: Agent, api: AgentApi, alg: str = AK_ECC) -> AkKey:
     return request.ak
 
 
-def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
-    """Fetch a fresh nonce, quote the selected PCRs over it, return the server's verdict."""
+def fetch_challenge(api: AgentApi, wait_s: float = CHALLENGE_WAIT_S) -> dict[str, Any]:
+    """The ledger's challenge for this node. The server answers 202 with `retry_after_s` while
+    the ledger is still issuing it (IssueChallenge commits through the outbox relay)."""
+    deadline = time.monotonic() + wait_s
     challenge = api.post("challenge/")
+    while "nonce" not in challenge:
+        if time.monotonic() >= deadline:
+            raise AgentApiError(
+                504,
+                {
+                    "reasons": [
+                        {
+                            "code": "challenge_timeout",
+                            "detail": f"the ledger issued no challenge within {wait_s:.0f} s",
+                        }
+                    ]
+                },
+            )
+        retry = challenge.get("retry_after_s", 1.0)
+        time.sleep(min(float(retry) if isinstance(retry, int | float) else 1.0, MAX_RETRY_S))
+        challenge = api.post("challenge/")
+    return challenge
+
+
+def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
+    """Fetch the ledger's challenge, quote the selected PCRs over it, return the verdict."""
+    challenge = fetch_challenge(api)
     nonce = bytes.fromhex(challenge["nonce"])
     evidence = agent.quote(ak, nonce, challenge["selection"])
     return api.post(

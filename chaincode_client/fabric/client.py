@@ -114,6 +114,9 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
     def from_env(cls, env: Mapping[str, str] | None = None) -> FabricGatewayClient:
         return cls.from_settings(FabricSettings.from_env(env))
 
+    def sign(self, message: bytes) -> bytes:
+        return self._signer.sign(message)
+
     def _proposal(self, fn: str, args: tuple[str, ...], chaincode: str | None = None):  # type: ignore[no-untyped-def]
         return build_proposal(
             self.identity, self._signer, self.channel_name, chaincode or self.chaincode, fn, args

@@ -24,7 +24,7 @@ from ledger.engine.endorser import (
     Simulation,
     endorse_everywhere,
 )
-from ledger.engine.msp import ChannelMsp, Identity, OrgMaterial, new_identity
+from ledger.engine.msp import ROLE_CLIENT, ChannelMsp, Identity, OrgMaterial, new_identity
 from ledger.engine.parallel import SignaturePool
 from ledger.engine.peers import PeerProcesses
 from ledger.engine.store import BlockRow, CommittedTx, Store
@@ -166,11 +166,12 @@ class EmbeddedLedger:
         )
         store.commit_block(block, [CommittedTx(0, "genesis", VALID, envelope, {}, (0, 0))])
 
-    def enroll(self, mspid: str, name: str) -> Identity:
-        """A new client identity of mspid, its certificate issued by that org's CA."""
+    def enroll(self, mspid: str, name: str, role: str = ROLE_CLIENT) -> Identity:
+        """A new identity of mspid (a client unless `role` says admin or peer), its
+        certificate issued by that org's CA."""
         if mspid not in self._orgs:
             raise ValueError(f"{mspid} is not an organisation of this ledger")
-        return new_identity(mspid, name, self._orgs[mspid].ca)
+        return new_identity(mspid, name, self._orgs[mspid].ca, role)
 
     # -- the transaction flow ------------------------------------------------------------
     def evaluate(self, proposal_bytes: bytes, signature: bytes) -> bytes:

@@ -1,9 +1,10 @@
 """Membership: each organisation's CA, its endorsing peer's key, client identities.
 
-Every organisation has a self-signed ECDSA P-256 CA; its peer and its clients get X.509
-certificates issued by that CA. Keys are generated at init into the ledger's data directory
-(mode 0600) and never enter the repository. Validation trusts exactly the CA certificates in
-the genesis block.
+Every organisation has a self-signed ECDSA P-256 CA; its peer, its clients and its admins get
+X.509 certificates issued by that CA, their role (NodeOU) in the subject's OU as Fabric's
+cryptogen writes it: OU=peer, OU=client, OU=admin. Keys are generated at init into the
+ledger's data directory (mode 0600) and never enter the repository. Validation trusts exactly
+the CA certificates in the genesis block.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ CERT_VALIDITY_DAYS = 3650
 ECDSA_SHA256 = ec.ECDSA(hashes.SHA256())
 MAX_CERT_PEM_BYTES = 4096
 _CERT_CACHE_LIMIT = 10_000  # validated certificates kept; clients reuse one cert per identity
+# Fabric's NodeOU roles, written as the certificate subject's OU (cryptogen with NodeOUs)
+ROLE_CLIENT, ROLE_PEER, ROLE_ADMIN = "client", "peer", "admin"
+ROLES = (ROLE_CLIENT, ROLE_PEER, ROLE_ADMIN)
+PRIVATE_DIR_MODE = 0o700  # each organisation's folder; key files inside are 0600
 
 
 class MspError(ValueError):
@@ -41,7 +46,7 @@ class Identity:
         return self.key.sign(data, ECDSA_SHA256)
 
     def save(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        _private_dir(directory)
         (directory / "mspid").write_text(self.mspid)
         (directory / "cert.pem").write_bytes(self.cert_pem)
         _write_private(directory / "key.pem", _key_pem(self.key))
@@ -64,19 +69,25 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
+def _private_dir(directory: Path) -> None:
+    """A folder only its owner can enter: one organisation's keys are not another's to read
+    (run each organisation's peer as its own user to make that hold between them)."""
+    directory.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    directory.chmod(PRIVATE_DIR_MODE)
+
+
 def _write_private(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
 
 
-def _name(mspid: str, common_name: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, mspid),
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-        ]
-    )
+def _name(mspid: str, common_name: str, role: str | None) -> x509.Name:
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, mspid)]
+    if role is not None:
+        attributes.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role))
+    attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(attributes)
 
 
 def issue_cert(
@@ -84,10 +95,14 @@ def issue_cert(
     mspid: str,
     common_name: str,
     ca: Identity | None,
+    role: str | None = None,
 ) -> bytes:
-    """A certificate for subject_key issued by ca (self-signed when ca is None)."""
+    """A certificate for subject_key issued by ca (self-signed when ca is None). `role` is the
+    NodeOU (subject OU: client, peer or admin), as Fabric's cryptogen writes it."""
+    if role is not None and role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, got {role!r}")
     now = datetime.datetime.now(datetime.UTC)
-    subject = _name(mspid, common_name)
+    subject = _name(mspid, common_name, role)
     issuer_name = subject if ca is None else x509.load_pem_x509_certificate(ca.cert_pem).subject
     signing_key = subject_key if ca is None else ca.key
     cert = (
@@ -104,9 +119,11 @@ def issue_cert(
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def new_identity(mspid: str, common_name: str, ca: Identity | None) -> Identity:
+def new_identity(
+    mspid: str, common_name: str, ca: Identity | None, role: str | None = None
+) -> Identity:
     key = ec.generate_private_key(ec.SECP256R1())
-    return Identity(mspid, issue_cert(key, mspid, common_name, ca), key)
+    return Identity(mspid, issue_cert(key, mspid, common_name, ca, role), key)
 
 
 @dataclass
@@ -118,15 +135,22 @@ class OrgMaterial:
 
     @classmethod
     def create(cls, directory: Path, mspid: str) -> OrgMaterial:
+        _private_dir(directory)
         ca = new_identity(mspid, f"ca.{mspid}", None)
-        peer = new_identity(mspid, f"peer0.{mspid}", ca)
+        peer = new_identity(mspid, f"peer0.{mspid}", ca, ROLE_PEER)
         ca.save(directory / "ca")
         peer.save(directory / "peer")
         return cls(ca, peer)
 
     @classmethod
     def load(cls, directory: Path) -> OrgMaterial:
-        return cls(Identity.load(directory / "ca"), Identity.load(directory / "peer"))
+        return cls(Identity.load(directory / "ca"), cls.load_peer(directory))
+
+    @staticmethod
+    def load_peer(directory: Path) -> Identity:
+        """Only the peer's identity: what an organisation's peer process needs, and all it
+        reads (never its CA key, never another organisation's folder)."""
+        return Identity.load(directory / "peer")
 
 
 class ChannelMsp:

@@ -44,7 +44,7 @@ def _serve(conn: Connection, path: str, msp_dir: str, config: dict[str, Any], ms
     """A peer process: endorse each batch received, answer with one message, until the
     engine closes its end of the pipe."""
     msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
-    peer = OrgMaterial.load(Path(msp_dir) / mspid).peer
+    peer = OrgMaterial.load_peer(Path(msp_dir) / mspid)  # this organisation's peer key only
     endorser = Endorser(SqliteState(Path(path)), msp, peer, config["channel"])
     while True:
         try:

@@ -421,3 +421,42 @@ def test_forgery_with_pem_key_is_only_as_strong_as_the_warning_says(forger, nonc
     verdict = verify_quote(pem, message, sign(message), {"sha256": values}, nonce)
     assert "ak_attributes_unchecked" in verdict.codes("warning")
     assert verdict.to_dict()["ak_attributes_checked"] is False
+
+
+@pytest.mark.swtpm
+def test_quote_over_more_pcrs_than_the_policy_names_is_valid(node, ecc_ak, nonce) -> None:
+    """sha256:0,2,7 against golden values for 0 and 7: 2 is reported, not refused."""
+    ev = quote(node, ecc_ak, nonce)
+    values = ev.pcr_values["sha256"]
+    policy = PcrPolicy.from_json({"pcrs": {"sha256": {"0": values[0].hex(), "7": values[7].hex()}}})
+    verdict = verify(ecc_ak, ev, nonce, policy=policy)
+    assert verdict.valid, verdict.reasons
+    assert verdict.codes(None) == ["pcr_selection_extra"]
+    assert "sha256:2" in verdict.reasons[0].detail
+    assert set(verdict.pcr_values["sha256"]) == {0, 2, 7}
+
+
+@pytest.mark.swtpm
+def test_quote_over_pcrs_0_to_15_meets_the_default_selection(node, ecc_ak, nonce) -> None:
+    ev = quote(node, ecc_ak, nonce, "sha256:" + ",".join(map(str, range(16))))
+    verdict = verify(ecc_ak, ev, nonce)
+    assert verdict.valid, verdict.reasons
+    assert verdict.codes(None) == ["policy_default", "pcr_selection_extra"]
+
+
+@pytest.mark.swtpm
+def test_superset_quote_still_fails_a_golden_value_it_covers(node, ecc_ak, nonce) -> None:
+    ev = quote(node, ecc_ak, nonce, "sha256:0,1,2,7")
+    policy = PcrPolicy.from_json({"pcrs": {"sha256": {"0": "ee" * 32, "7": None}}})
+    verdict = verify(ecc_ak, ev, nonce, policy=policy)
+    assert errors(verdict) == ["pcr_value_mismatch"]
+
+
+@pytest.mark.swtpm
+def test_quote_in_another_bank_does_not_cover_the_policy(node, ecc_ak, nonce) -> None:
+    """sha256 PCRs 0, 2, 7 do not stand in for the sha384 PCR 0 a policy names."""
+    ev = quote(node, ecc_ak, nonce)
+    policy = PcrPolicy.from_json({"pcrs": {"sha384": {"0": None}}})
+    verdict = verify(ecc_ak, ev, nonce, policy=policy)
+    assert errors(verdict) == ["pcr_selection_mismatch"]
+    assert "sha384:0 missing" in str(verdict.reasons)

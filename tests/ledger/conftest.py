@@ -20,7 +20,7 @@ import pytest
 from chaincode_client.embedded import EmbeddedClient
 from chaincode_client.interface import LedgerClient
 from ledger.engine import EmbeddedLedger
-from ledger.engine.msp import new_identity
+from ledger.engine.msp import ROLE_ADMIN, new_identity
 
 ORG1, ORG2 = "Org1MSP", "Org2MSP"
 NS_PER_S = 1_000_000_000
@@ -28,7 +28,9 @@ NS_PER_S = 1_000_000_000
 
 class StepClock:
     """The proposals' timestamp source in tests: the wall clock (lease terms are checked
-    against it) plus whatever the test stepped it by, strictly increasing (thread-safe)."""
+    against it) plus whatever the test stepped it by, strictly increasing (thread-safe).
+    Endorsers compare it with their own clocks, so a step beyond LEDGER_MAX_CLOCK_SKEW_S is
+    refused, as a forged client timestamp would be."""
 
     def __init__(self) -> None:
         self._offset_ns = 0
@@ -36,11 +38,15 @@ class StepClock:
         self._lock = threading.Lock()
 
     def __call__(self) -> int:
-        with self._lock:  # distinct timestamps per proposal, even within a microsecond
-            self._last = max(self._last + 1_000, time.time_ns() + self._offset_ns)
-            return self._last
+        with self._lock:
+            now = time.time_ns() + self._offset_ns
+            if self._last - NS_PER_S < now <= self._last:  # within a microsecond: keep
+                now = self._last + 1_000  # timestamps distinct; a step back goes back
+            self._last = now
+            return now
 
     def advance(self, seconds: int) -> None:
+        """Step forward, or back with a negative number (a client forging an old time)."""
         with self._lock:
             self._offset_ns += seconds * NS_PER_S
 
@@ -52,6 +58,8 @@ class LedgerEnv:
     new_client: Callable[[str], LedgerClient]  # a fresh identity of that org
     outsider: Callable[[], LedgerClient]  # an identity no channel CA issued
     clock: StepClock | None = None  # None where the backend runs on wall-clock time
+    # an admin identity of that org (subject OU=admin, Fabric's NodeOU), as Admin@org
+    admin: Callable[[str], LedgerClient] | None = None
     path: Path | None = None  # the SQLite file, for backends that have one
     close_ledger: Callable[[], None] = field(default=lambda: None)
 
@@ -89,14 +97,20 @@ def _embedded(tmp_path: Path, name: str, peer_processes: bool) -> Iterator[Ledge
     def outsider() -> LedgerClient:
         return EmbeddedClient(ledger, new_identity(ORG1, "mallory", None), clock_ns=clock)
 
+    def admin(org: str) -> LedgerClient:
+        return EmbeddedClient(
+            ledger, ledger.enroll(org, f"Admin@{org}", ROLE_ADMIN), clock_ns=clock
+        )
+
     env = LedgerEnv(
         name,
         {org: new_client(org) for org in (ORG1, ORG2)},
         new_client,
         outsider,
         clock,
-        path,
-        ledger.close,
+        admin=admin,
+        path=path,
+        close_ledger=ledger.close,
     )
     try:
         yield env
@@ -145,6 +159,7 @@ def fabric_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[L
         {org: keep(client(network, org, chaincode)) for org in (ORG1, ORG2)},
         lambda org: keep(new_user_client(network, org, chaincode)),
         outsider,
+        admin=lambda org: keep(client(network, org, chaincode, user="Admin")),
     )
     try:
         yield env
@@ -172,25 +187,36 @@ class NodeTpm:
     agent: object  # attest.agent.tpm.Agent
     aks: list  # attest.agent.tpm.AkKey, one per simulated node
     golden: dict[str, str]  # PCR index -> hex, as the policy wants them
+    ek_ca_pems: list[str] = field(default_factory=list)  # the swtpm EK CA: root, intermediate
 
     def ak_b64(self, index: int) -> str:
         return base64.b64encode(self.aks[index].public).decode()
 
 
-@pytest.fixture(scope="session")
-def node_tpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeTpm]:
-    """One swtpm, manufactured with swtpm_localca, holding three AKs (three 'nodes').
-    Fails (never skips) when swtpm or the attest package is missing."""
+@contextmanager
+def swtpm_node(base: Path, aks: int) -> Iterator[NodeTpm]:
+    """A swtpm manufactured with swtpm_localca (EK certificate included) holding `aks` AKs,
+    its sha256 PCRs 0, 2, 7 as golden values. Raises when swtpm or attest is missing."""
     from attest.agent.tpm import Agent
     from attest.swtpm import LocalCA, start_node_tpm
 
-    base = tmp_path_factory.mktemp("swtpm")
-    tpm = start_node_tpm(base / "state", LocalCA(base / "ca"))
+    ca = LocalCA(base / "ca")
+    tpm = start_node_tpm(base / "state", ca)
     agent = Agent(tpm.tcti)
     try:
-        aks = [agent.create_ak() for _ in range(3)]
+        keys = [agent.create_ak() for _ in range(aks)]
         values = agent.read_pcrs("sha256:0,2,7")["sha256"]
-        yield NodeTpm(agent, aks, {str(i): values[i].hex() for i in sorted(values)})
+        golden = {str(i): values[i].hex() for i in sorted(values)}
+        pems = [ca.root_cert_file.read_text(), ca.issuer_cert_file.read_text()]
+        yield NodeTpm(agent, keys, golden, pems)
     finally:
         agent.close()
         tpm.stop()
+
+
+@pytest.fixture(scope="session")
+def node_tpm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeTpm]:
+    """One swtpm holding three AKs (three 'nodes'). Fails (never skips) when swtpm or the
+    attest package is missing."""
+    with swtpm_node(tmp_path_factory.mktemp("swtpm"), aks=3) as tpm:
+        yield tpm

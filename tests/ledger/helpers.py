@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import time
+from pathlib import Path
 from typing import Any
 
 from chaincode_client.interface import LedgerClient
 from ledger import money
+from ledger.engine.core import msp_dir_for
 from ledger.terms import DEPLOYED as RATE_CARD
 
 DEFAULT_MAX_AGE_S = 600
@@ -30,21 +31,33 @@ def register_node(
     org: str = "Org1MSP",
     max_age_s: int = DEFAULT_MAX_AGE_S,
     golden: dict | None = None,
+    policy_id: str | None = None,
+    enrolment: dict | None = None,
 ) -> dict:
-    request = {
+    """Register with an inline policy, or with `policy_id`, one both organisations approved."""
+    request: dict[str, Any] = {
         "node_id": node_id,
         "org": org,
         "ak_public": tpm.ak_b64(ak_index),
         "gpus": [{"uuid": u, "generation": g} for u, g in gpus],
-        "pcr_policy": {"pcrs": {"sha256": golden or tpm.golden}, "max_age_s": max_age_s},
     }
+    request.update(enrolment or {})  # ek_binding and enrolment_quote, for an EK-bound node
+    if policy_id is None:
+        request["pcr_policy"] = {"pcrs": {"sha256": golden or tpm.golden}, "max_age_s": max_age_s}
+    else:
+        request["pcr_policy_id"] = policy_id
     return json.loads(client.submit("RegisterNode", js(request)).payload)
 
 
-def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes | None = None) -> dict:
+def challenge(client: LedgerClient, node_id: str) -> bytes:
+    """A nonce the ledger issued for the node's next quote (IssueChallenge)."""
+    receipt = client.submit("IssueChallenge", js({"node_id": node_id}))
+    return bytes.fromhex(json.loads(receipt.payload)["nonce"])
+
+
+def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes) -> dict:
     import base64
 
-    nonce = nonce or os.urandom(16)
     evidence = tpm.agent.quote(tpm.aks[ak_index], nonce, "sha256:0,2,7")
     return {
         "node_id": node_id,
@@ -58,7 +71,9 @@ def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes | None = N
 
 
 def attest(client: LedgerClient, tpm: Any, node_id: str, ak_index: int) -> dict:
-    receipt = client.submit("RecordAttestation", js(quote_request(tpm, node_id, ak_index)))
+    """The honest round: ask the ledger for a challenge, quote over it, record the answer."""
+    request = quote_request(tpm, node_id, ak_index, challenge(client, node_id))
+    receipt = client.submit("RecordAttestation", js(request))
     return json.loads(receipt.payload)
 
 
@@ -145,6 +160,13 @@ def settle_request(
     }
     request.update(overrides)
     return request
+
+
+def org_roots(ledger_path: Path) -> dict[str, bytes]:
+    """Each organisation's CA certificate, read from that organisation's own key folder (as an
+    auditor would get it from the organisation), not from a receipt or the genesis block."""
+    msp_dir = msp_dir_for(ledger_path)
+    return {org.name: (org / "ca" / "cert.pem").read_bytes() for org in sorted(msp_dir.iterdir())}
 
 
 def software_ak_b64() -> str:

@@ -24,6 +24,7 @@ from tests.ledger.helpers import (
     js,
     lease_request,
     now_ms,
+    org_roots,
     register_node,
     settle_request,
 )
@@ -103,7 +104,8 @@ def defects(path: Path) -> list[str]:
 def test_untampered_chain_verifies_including_quotes(chain):
     report = verify_ledger(chain)
     assert report.ok, report.defects
-    assert report.quotes == 2 and report.valid == 6 and report.transactions == 7
+    # 2 challenges + 2 attestations + node, lease, settlement, one of the racing leases
+    assert report.quotes == 2 and report.valid == 8 and report.transactions == 9
 
 
 def test_cli_exit_codes(chain):
@@ -191,37 +193,25 @@ def test_flipped_validation_code_is_named(chain):
 
 
 def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
+    roots = org_roots(chain)
     receipt = export_receipt(chain, "L1")
     fns = [json.loads(json.loads(e["envelope"])["proposal"])["fn"] for e in receipt["transactions"]]
-    assert fns == ["RegisterNode", "RecordAttestation", "CreateLease", "Settle"]
-    assert verify_receipt(json.loads(json.dumps(receipt))) == []
-    out = tmp_path / "L1.json"
-    assert (
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ledger",
-                "receipt",
-                "--path",
-                str(chain),
-                "--lease",
-                "L1",
-                "--out",
-                str(out),
-            ],
-            cwd=ROOT,
-        ).returncode
-        == 0
-    )
+    assert fns == ["RegisterNode", "IssueChallenge", "RecordAttestation", "CreateLease", "Settle"]
+    assert verify_receipt(json.loads(json.dumps(receipt)), roots) == []
+    out, roots_dir = tmp_path / "L1.json", tmp_path / "roots"
+    for command in (
+        ["receipt", "--path", str(chain), "--lease", "L1", "--out", str(out)],
+        ["roots", "--path", str(chain), "--out", str(roots_dir)],
+    ):
+        assert subprocess.run([sys.executable, "-m", "ledger", *command], cwd=ROOT).returncode == 0
     check = subprocess.run(
-        [sys.executable, "-m", "ledger", "verify-receipt", str(out)],
+        [sys.executable, "-m", "ledger", "verify-receipt", str(out), "--roots", str(roots_dir)],
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
     assert check.returncode == 0 and check.stdout.strip() == "OK"
-    outer = json.loads(receipt["transactions"][3]["envelope"])
+    outer = json.loads(receipt["transactions"][-1]["envelope"])
     response = json.loads(outer["response"])
     for write in response["rwset"]["writes"]:
         if write[0].startswith("\x00settlement\x00"):
@@ -229,13 +219,44 @@ def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
             line["total_micro"] += 1  # a bill line the contract did not compute
             write[1] = base64.b64encode(json.dumps(line).encode()).decode()
     outer["response"] = json.dumps(response)
-    receipt["transactions"][3]["envelope"] = json.dumps(outer)
-    found = verify_receipt(receipt)
+    receipt["transactions"][-1]["envelope"] = json.dumps(outer)
+    found = verify_receipt(receipt, roots)
     assert any("envelope does not hash to its place" in d for d in found), found
     assert any("ENDORSEMENT_POLICY_FAILURE" in d for d in found), found
     total = line["total_micro"] - 1
     assert any(f"settlement total_micro {total + 1} != recomputed {total}" in d for d in found)
-    assert verify_receipt({"config": 1})[0].startswith("receipt is malformed")
+    assert verify_receipt({"config": 1}, roots)[0].startswith("receipt is malformed")
+
+
+def test_receipt_of_a_channel_made_up_on_the_spot_is_refused(chain, tmp_path, node_tpm):
+    """Whoever makes a channel of their own can sign a whole consistent receipt; it checks
+    out only against that channel's CAs, never against the organisations the auditor trusts."""
+    made_up = tmp_path / "made-up.sqlite"
+    ledger = EmbeddedLedger.open(made_up, block_size=10, block_timeout_s=0.002)
+    client = EmbeddedClient(ledger, ledger.enroll(ORG1, "mallory"))
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    att = attest(client, node_tpm, "n1", 0)["attestation_id"]
+    client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att]))
+    ledger.close()
+    forged = export_receipt(made_up, "L1")
+    assert verify_receipt(forged, org_roots(made_up)) == []  # consistent in itself
+    found = verify_receipt(forged, org_roots(chain))
+    assert found == [
+        f"channel config: the CA of {org} is not the one you trust" for org in (ORG1, "Org2MSP")
+    ]
+    # the whole-ledger audit checks its genesis against trusted roots the same way
+    assert verify_ledger(made_up, roots=org_roots(made_up)).ok
+    audit = verify_ledger(made_up, roots=org_roots(chain))
+    assert [str(d) for d in audit.defects] == [f"block 0: {d}" for d in found]
+    empty = tmp_path / "no-roots"
+    empty.mkdir()
+    refused = subprocess.run(
+        [sys.executable, "-m", "ledger", "verify-receipt", "x.json", "--roots", str(empty)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "holds no <MSPID>.pem" in refused.stderr
 
 
 def test_kill_9_mid_stream_loses_no_acknowledged_transaction(tmp_path):

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
 import pytest
 
 from chaincode_client.interface import EndorsementError, TransactionInvalid
+from ledger.challenges import derive_nonce
+from ledger.contract_state import MAX_CLOCK_SKEW_S
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv
 from tests.ledger.helpers import (
     A100,
     H100,
     attest,
+    challenge,
     js,
     lease_request,
     lease_terms,
@@ -96,22 +100,102 @@ def test_records_attestation_verified_by_the_contract(ledger_client, node_tpm):
     assert stored == record
 
 
-def test_replayed_nonce_is_rejected(ledger_client, node_tpm):
+def test_replayed_answer_is_rejected(ledger_client, node_tpm):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
-    first = quote_request(node_tpm, "n1", 0)
+    first = quote_request(node_tpm, "n1", 0, challenge(ledger_client, "n1"))
     recorded = ledger_client.submit("RecordAttestation", js(first)).payload
     # the same evidence resubmitted is a retry: the same attestation, nothing written
     assert ledger_client.submit("RecordAttestation", js(first)).payload == recorded
-    replay = {**quote_request(node_tpm, "n1", 0), "nonce": first["nonce"]}
-    with pytest.raises(EndorsementError, match=r"nonce .* was already used"):
+    replay = {**quote_request(node_tpm, "n1", 0, bytes.fromhex(first["nonce"]))}
+    with pytest.raises(
+        EndorsementError, match=r"\[attest\.replayed\] nonce .* was already answered"
+    ):
         ledger_client.submit("RecordAttestation", js(replay))
+
+
+def test_pre_made_quote_over_a_nonce_the_ledger_never_issued_is_refused(ledger_client, node_tpm):
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    challenge(ledger_client, "n1")  # an outstanding challenge does not make any nonce good
+    made_in_advance = quote_request(node_tpm, "n1", 0, os.urandom(32))
+    with pytest.raises(EndorsementError, match=r"\[attest\.no_challenge\]"):
+        ledger_client.submit("RecordAttestation", js(made_in_advance))
+
+
+def test_challenge_of_another_node_cannot_be_answered(ledger_client, node_tpm):
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    register_node(ledger_client, node_tpm, "n2", 1, [("GPU-b", H100)])
+    for_n1 = challenge(ledger_client, "n1")
+    with pytest.raises(EndorsementError, match=r"\[attest\.challenge_other_node\]"):
+        ledger_client.submit("RecordAttestation", js(quote_request(node_tpm, "n2", 1, for_n1)))
+
+
+def test_challenge_nonce_comes_from_its_transaction(ledger_client, node_tpm):
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    issued = json.loads(ledger_client.submit("IssueChallenge", js({"node_id": "n1"})).payload)
+    assert issued["nonce"] == derive_nonce(issued["challenge_tx"], "n1").hex()
+    again = json.loads(ledger_client.submit("IssueChallenge", js({"node_id": "n1"})).payload)
+    assert again["nonce"] != issued["nonce"]
+    record = json.loads(
+        ledger_client.submit(
+            "RecordAttestation",
+            js(quote_request(node_tpm, "n1", 0, bytes.fromhex(issued["nonce"]))),
+        ).payload
+    )
+    # its age counts from the challenge's issue, not from the answer's (client-set) time
+    assert record["valid"] and record["challenge_tx"] == issued["challenge_tx"]
+    assert record["timestamp_ns"] == issued["issued_ns"] <= record["answered_ns"]
+
+
+def test_answer_after_the_challenge_window_is_refused(ledger_env, node_tpm):
+    if ledger_env.clock is None:
+        pytest.skip("this backend runs on wall-clock time")  # covered on the embedded one
+    client = ledger_env.clients[ORG1]
+    request = {
+        "node_id": "n1",
+        "org": ORG1,
+        "ak_public": node_tpm.ak_b64(0),
+        "gpus": [{"uuid": "GPU-a", "generation": H100}],
+        "pcr_policy": {
+            "pcrs": {"sha256": node_tpm.golden},
+            "max_age_s": 600,
+            "challenge_window_s": 30,
+        },
+    }
+    client.submit("RegisterNode", js(request))
+    nonce = challenge(client, "n1")
+    ledger_env.clock.advance(31)
+    with pytest.raises(
+        EndorsementError, match=r"\[attest\.challenge_expired\] .* its window is 30 s"
+    ):
+        client.submit("RecordAttestation", js(quote_request(node_tpm, "n1", 0, nonce)))
+
+
+def test_endorsers_refuse_a_forged_client_timestamp(ledger_env, node_tpm):
+    """The stale quote: a client stamping its proposals far in the past (or future) to make an
+    old attestation look fresh is refused by every endorser's own clock."""
+    if ledger_env.clock is None:
+        pytest.skip("this backend stamps proposals with wall-clock time")
+    client = ledger_env.clients[ORG1]
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], max_age_s=60)
+    att = attest(client, node_tpm, "n1", 0)["attestation_id"]
+    ledger_env.clock.advance(-(MAX_CLOCK_SKEW_S + 10))
+    with pytest.raises(
+        EndorsementError, match=r"\[clock\.skew\] proposal timestamp is -1[0-9]{2} s"
+    ):
+        lease(client, "L1", ["GPU-a"], [att])
+    with pytest.raises(EndorsementError, match=r"\[clock\.skew\]"):
+        attest(client, node_tpm, "n1", 0)
+    ledger_env.clock.advance(2 * (MAX_CLOCK_SKEW_S + 10))  # a step beyond the bound, forward
+    with pytest.raises(EndorsementError, match=r"\[clock\.skew\] proposal timestamp is \+"):
+        lease(client, "L1", ["GPU-a"], [att])
+    ledger_env.clock.advance(-(MAX_CLOCK_SKEW_S + 10))  # back to the endorsers' time
+    assert lease(client, "L1", ["GPU-a"], [att])["status"] == "ACTIVE"
 
 
 def test_quote_by_another_ak_is_recorded_invalid_and_not_leasable(ledger_client, node_tpm):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
-    record = json.loads(
-        ledger_client.submit("RecordAttestation", js(quote_request(node_tpm, "n1", 1))).payload
-    )
+    request = quote_request(node_tpm, "n1", 1, challenge(ledger_client, "n1"))
+    record = json.loads(ledger_client.submit("RecordAttestation", js(request)).payload)
     assert record["valid"] is False and record["verdict"]["reasons"]
     with pytest.raises(EndorsementError, match="failed verification"):
         lease(ledger_client, "L1", ["GPU-a"], [record["attestation_id"]])
@@ -308,7 +392,9 @@ def test_every_state_change_emits_an_event(ledger_env, fleet):
     assert names == [
         "NodeRegistered",
         "NodeRegistered",
+        "ChallengeIssued",
         "AttestationRecorded",
+        "ChallengeIssued",
         "AttestationRecorded",
         "LeaseCreated",
         "LeaseEnded",
@@ -326,7 +412,9 @@ def test_unknown_records_are_named(ledger_client, node_tpm):
         with pytest.raises(EndorsementError, match=message):
             ledger_client.submit(fn, js(request))
     with pytest.raises(EndorsementError, match="node n9 is not registered"):
-        ledger_client.submit("RecordAttestation", js(quote_request(node_tpm, "n9", 0)))
+        ledger_client.submit("RecordAttestation", js(quote_request(node_tpm, "n9", 0, b"n" * 16)))
+    with pytest.raises(EndorsementError, match="node n9 is not registered"):
+        ledger_client.submit("IssueChallenge", js({"node_id": "n9"}))
 
 
 def test_ended_lease_cannot_migrate_but_can_still_settle(ledger_client, fleet):

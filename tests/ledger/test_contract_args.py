@@ -176,3 +176,13 @@ def test_settle_parser_raises_only_argument_error(request):
 def test_deeply_nested_json_is_refused_not_crashing():
     with pytest.raises(args.ArgumentError):
         args.load_object("[" * 50_000 + "]" * 50_000)
+
+
+def test_clock_skew_bound_comes_from_the_environment_and_refuses_bad_values():
+    from ledger.contract_state import DEFAULT_MAX_CLOCK_SKEW_S, _max_clock_skew_s
+
+    assert _max_clock_skew_s({}) == DEFAULT_MAX_CLOCK_SKEW_S
+    assert _max_clock_skew_s({"LEDGER_MAX_CLOCK_SKEW_S": "30"}) == 30
+    for bad in ("0", "-5", "2.5", "soon"):
+        with pytest.raises(ValueError, match=f"LEDGER_MAX_CLOCK_SKEW_S='{bad}': must be"):
+            _max_clock_skew_s({"LEDGER_MAX_CLOCK_SKEW_S": bad})

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import threading
+import time
 
 import pytest
 
@@ -48,7 +49,7 @@ def ledger(tmp_path):
 
 
 def endorsed(ledger, identity, fn, arg) -> bytes:
-    proposal = make_proposal(identity, ledger.channel, fn, [arg], 10**18, os.urandom(24))
+    proposal = make_proposal(identity, ledger.channel, fn, [arg], time.time_ns(), os.urandom(24))
     return ledger.endorse(*proposal)[1]
 
 
@@ -202,3 +203,32 @@ def test_every_org_simulates_and_a_disagreement_is_not_endorsed(tmp_path):
             EmbeddedClient(ledger, identity).submit("GetHistory", history)
     finally:
         ledger.close()
+
+
+def test_identities_carry_their_node_ou_role(ledger):
+    """As Fabric's cryptogen with NodeOUs: clients OU=client, admins OU=admin, peers OU=peer."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    def role(cert_pem: bytes) -> list[str]:
+        subject = x509.load_pem_x509_certificate(cert_pem).subject
+        return [
+            str(a.value) for a in subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+        ]
+
+    assert role(ledger.enroll("Org1MSP", "alice").cert_pem) == ["client"]
+    assert role(ledger.enroll("Org2MSP", "Admin@Org2MSP", "admin").cert_pem) == ["admin"]
+    assert {tuple(role(e.peer.cert_pem)) for e in ledger.endorsers} == {("peer",)}
+    with pytest.raises(ValueError, match="role must be one of"):
+        ledger.enroll("Org1MSP", "root", "superuser")
+
+
+def test_each_organisation_keeps_its_keys_in_a_folder_of_its_own(ledger):
+    msp_dir = ledger.store.path.with_name(ledger.store.path.name + ".msp")
+    orgs = sorted(p.name for p in msp_dir.iterdir())
+    assert orgs == ["Org1MSP", "Org2MSP"]
+    for org in orgs:
+        assert (msp_dir / org).stat().st_mode & 0o777 == 0o700
+        for role in ("ca", "peer"):
+            assert (msp_dir / org / role).stat().st_mode & 0o777 == 0o700
+            assert (msp_dir / org / role / "key.pem").stat().st_mode & 0o777 == 0o600

@@ -68,5 +68,5 @@ def test_envelope_decoder_raises_only_value_error(data):
 @settings(max_examples=150, deadline=None)
 @given(shaped)
 def test_receipt_verifier_reports_instead_of_crashing(doc):
-    problems = verify_receipt(doc)
+    problems = verify_receipt(doc, {})
     assert problems and all(isinstance(p, str) for p in problems)

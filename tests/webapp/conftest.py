@@ -5,9 +5,11 @@ tenant) and outsider (a key of another tenant)."""
 from __future__ import annotations
 
 import shutil
+import threading
 from dataclasses import dataclass
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from attest.agent.http import AgentApi, attest_once, enrol
@@ -23,12 +25,28 @@ from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import ApiKey, Tenant
 
+CHALLENGE_RELAY_POLL_S = 0.05
+
 
 @dataclass
 class Fleet:
     site: Site
     node: Node
     gpus: list[GPU]
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, tmp_path_factory):
+    """A file, not shared-cache memory, for an SQLite test database: the ledger relay runs in
+    a thread of its own beside the live server (as its own process would), and SQLite makes
+    separate connections to a file wait their turn, where shared-cache memory fails at once
+    ("table is locked")."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"].endswith("sqlite3"):
+        path = tmp_path_factory.mktemp("db") / "test.sqlite3"
+        database.setdefault("TEST", {})["NAME"] = str(path)
 
 
 @pytest.fixture
@@ -116,12 +134,37 @@ def agent(tpm):
 
 
 @pytest.fixture
-def api(fleet, live_server, trusted_ca, agent):
+def api(fleet, live_server, trusted_ca, agent, challenge_relay):
     """The agent API of `fleet.node`, whose policy holds the swtpm's boot-time PCR values
     (as an operator records them from a reference machine before enrolling nodes)."""
     set_golden_values(fleet.node, agent)
     token = service.issue_node_credential(fleet.node, actor="test")
     return AgentApi(live_server.url, token)
+
+
+@pytest.fixture
+def challenge_relay(ledger):
+    """The ledger issues attestation challenges (IssueChallenge), which reach it through the
+    outbox. While an agent waits for one, this runs the real relay, as `ledger_relay` would;
+    it relays nothing while no challenge is asked for, so tests still drive the rest."""
+    stop = threading.Event()
+
+    def relay_challenges() -> None:
+        try:
+            while not stop.wait(CHALLENGE_RELAY_POLL_S):
+                asked = OutboxEntry.objects.filter(
+                    function="IssueChallenge", status=OutboxEntry.PENDING
+                )
+                if asked.exists():
+                    relay_once(ledger)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=relay_challenges, name="challenge-relay", daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join()
 
 
 def set_golden_values(node: Node, agent: Agent) -> None:
@@ -147,5 +190,6 @@ def attested_node(fleet, agent, api, ledger):
     assert attest_once(agent, api, ak)["valid"]
     outcome = relay_once(ledger)
     errors = list(OutboxEntry.objects.values_list("function", "last_error"))
-    assert outcome == {"done": 2}, errors  # RegisterNode, RecordAttestation
+    # RegisterNode and IssueChallenge went while the agent waited for its challenge
+    assert outcome == {"done": 1}, errors  # RecordAttestation
     return Attestation.objects.get(node=fleet.node, valid=True)

@@ -13,7 +13,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol
+from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol, fetch_challenge
 from attest.agent.tpm import AK_ECC, AK_RSA, Agent
 from attest.swtpm import LocalCA, start_node_tpm
 from tests.webapp.conftest import set_golden_values
@@ -91,7 +91,7 @@ def test_wrong_credential_answer_is_refused(fleet, agent, api):
 
 def test_replayed_quote_is_rejected_with_its_reason(fleet, agent, api):
     ak = enrol(agent, api)
-    challenge = api.post("challenge/")
+    challenge = fetch_challenge(api)
     nonce = bytes.fromhex(challenge["nonce"])
     evidence = agent.quote(ak, nonce, challenge["selection"])
     body = {
@@ -150,7 +150,7 @@ def test_malformed_quote_requests_are_400_and_write_nothing(fleet, api, body):
 
 def test_garbage_evidence_gets_a_verdict_not_a_crash(fleet, agent, api):
     enrol(agent, api)
-    nonce = api.post("challenge/")["nonce"]
+    nonce = fetch_challenge(api)["nonce"]
     verdict = api.post(
         "quote/",
         {

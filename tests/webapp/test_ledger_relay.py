@@ -12,6 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from ledger.receipt import verify_receipt
+from tests.ledger.helpers import org_roots
 from tests.webapp.helpers import line
 from tests.webapp.helpers import place as place_at_terms
 from webapp.attestation.models import Attestation
@@ -94,20 +95,22 @@ def test_ledger_verify_names_a_tampered_block(settings, attested_node):
         call_command("ledger_verify")
 
 
-def test_tenant_receipt_re_checks_offline(fleet, owner, outsider, attested_node, ledger):
+def test_tenant_receipt_re_checks_offline(fleet, owner, outsider, attested_node, ledger, settings):
     lease = place(owner.tenant, fleet.gpus[:2], [attested_node])
     assert owner.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 409
     relay_once(ledger)
     response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
     assert response.status_code == 200
     receipt = response.json()
-    assert verify_receipt(receipt) == []
+    assert verify_receipt(receipt, org_roots(settings.LEDGER_PATH)) == []
     functions = {"CreateLease", "RecordAttestation", "RegisterNode"}
     assert len(receipt["transactions"]) >= len(functions)
     receipt["transactions"][0]["envelope"] = (
         receipt["transactions"][0]["envelope"][:-8] + "AAAAAAA="
     )
-    assert verify_receipt(receipt)  # a tampered receipt no longer checks out
+    assert verify_receipt(
+        receipt, org_roots(settings.LEDGER_PATH)
+    )  # a tampered receipt no longer checks out
     assert outsider.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 404
 
 

@@ -13,6 +13,7 @@ from attest.agent.http import AgentApi, attest_once, enrol
 from attest.agent.tpm import Agent
 from attest.swtpm import start_node_tpm
 from ledger.receipt import export_receipt, verify_receipt
+from tests.ledger.helpers import org_roots
 from tests.webapp.conftest import set_golden_values
 from webapp.attestation import service
 from webapp.core.seed import gpu_uuid
@@ -106,12 +107,13 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     assert [s["interval_seq"] for s in settled] == [0, 1]
     # the tenant's receipt holds the whole story, both nodes included, and re-checks
     receipt = export_receipt(settings.LEDGER_PATH, str(lease.ledger_id))
-    assert verify_receipt(receipt) == []
+    assert verify_receipt(receipt, org_roots(settings.LEDGER_PATH)) == []
     functions = Counter(
         json.loads(json.loads(t["envelope"])["proposal"])["fn"] for t in receipt["transactions"]
     )
     assert functions == {
         "RegisterNode": 2,
+        "IssueChallenge": 2,
         "RecordAttestation": 2,
         "CreateLease": 1,
         "MigrateLease": 1,
@@ -138,12 +140,13 @@ def test_migration_to_the_same_generation_is_refused(fleet, tenant, owner, agent
 
 
 def _roots(path) -> str:
-    """The channel's root certificates as an auditor gets them: from the organisations (here
-    read from their ledger's genesis block), never from the receipt under audit."""
-    from ledger.audit import _Chain
-    from ledger.genesis import read_config
+    """The channel's roots file as an auditor gets it: each organisation's CA certificate from
+    that organisation (here its own key folder), never from the receipt under audit."""
+    from ledger.fabric_trust import ROLE_ORG
 
-    return "".join(read_config(_Chain(path))["ca_certs"].values())
+    return "".join(
+        f"{ROLE_ORG} {msp}\n{pem.decode().strip()}\n" for msp, pem in org_roots(path).items()
+    )
 
 
 def _run_audit(tmp_path, bill: dict, receipts, roots: str, readings) -> tuple[int, str]:
@@ -251,7 +254,7 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     other = EmbeddedLedger.open(tmp_path / "other.sqlite")
     other.close()
     code, out = _run_audit(tmp_path, bill, receipts, _roots(tmp_path / "other.sqlite"), readings)
-    assert code == 1 and out.count("is not among the trusted roots") >= 2, out
+    assert code == 1 and out.count("is not the one you trust") >= 2, out
 
     # unusable input: exit 2
     code, out = _run_audit(tmp_path, bill, receipts, "not a certificate", readings)

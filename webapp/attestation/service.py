@@ -20,20 +20,22 @@ from django.db import transaction
 from django.utils import timezone
 
 from attest import enrol
-from attest.nonces import NonceRegistry
+from attest.nonces import NonceRecord, NonceRegistry
 from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
 from attest.verdict import ClockInfo
 from attest.verifier import verify_quote
-from webapp.attestation.models import Attestation, EnrolmentSession
+from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
 from webapp.core import tokens
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet.models import Node
-from webapp.outbox.records import enqueue
+from webapp.outbox.records import challenge_requested, enqueue
 
 NODE_TOKEN_KIND = "wn"
 MAX_CA_FILES = 64
+NS_PER_S = 1_000_000_000
+CHALLENGE_MARGIN_S = 10  # a challenge this close to expiry is not handed out: no time to quote
 
 
 class EnrolmentRefused(Exception):
@@ -195,10 +197,35 @@ def registry() -> NonceRegistry:
     return NonceRegistry(DbNonceStore(), clock=time.time)
 
 
-def issue_challenge(node: Node) -> bytes:
+def issue_challenge(node: Node) -> bytes | None:
+    """The nonce of the node's open ledger challenge, or None while the ledger is issuing one.
+
+    The ledger derives challenge nonces from its own transactions (IssueChallenge), so the
+    server only asks for one through the outbox and hands it out once the relay has it."""
     if node.status != Node.ACTIVE or not node.ak_public:
         raise EnrolmentRefused([{"code": "not_enrolled", "detail": f"{node} has no AK"}])
-    return registry().issue(node.name)
+    with transaction.atomic():
+        usable_until = time.time() + CHALLENGE_MARGIN_S
+        open_challenge = (
+            Nonce.objects.filter(subject=node.name, consumed=False, expires_at__gt=usable_until)
+            .order_by("-expires_at")
+            .first()
+        )
+        if open_challenge is not None:
+            return bytes.fromhex(open_challenge.value)
+        challenge_requested(node)
+    return None
+
+
+def challenge_issued(challenge: dict) -> None:
+    """The relay's word that the ledger issued a challenge: keep it for the node's agent."""
+    DbNonceStore().put(
+        NonceRecord(
+            bytes.fromhex(challenge["nonce"]),
+            challenge["node_id"],
+            challenge["expires_ns"] / NS_PER_S,
+        )
+    )
 
 
 def record_quote(

@@ -99,7 +99,9 @@ class DemoAgents:
                         verdict = attest_once(agent, api, ak)
                         if tamper and verdict.get("valid"):
                             agent.extend_pcr(7, TAMPER_EVENT)
-                    except AgentApiError as exc:
+                    except (AgentApiError, OSError) as exc:
+                        if self.stop_event.is_set():  # the server went first: a round cut short
+                            break
                         log.warning("agent of %s: %s", node, exc)
                     self.stop_event.wait(self.interval_s)
         except Exception:

@@ -4,6 +4,7 @@ records just before sending (`prepare`), and tell the domain what the ledger dec
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from chaincode_client.interface import Receipt
@@ -32,7 +33,11 @@ def committed(entry: OutboxEntry, receipt: Receipt) -> None:
     from webapp.leasing.models import Settlement
 
     args = entry.args
-    if entry.function == "RecordAttestation":
+    if entry.function == "IssueChallenge":
+        from webapp.attestation.service import challenge_issued
+
+        challenge_issued(json.loads(receipt.payload))
+    elif entry.function == "RecordAttestation":
         Attestation.objects.filter(node__name=args["node_id"], nonce=args["nonce"]).update(
             ledger_tx=receipt.tx_id
         )

@@ -4,6 +4,7 @@ contract's argument shapes on the web app's side."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from ledger import billing
@@ -20,6 +21,19 @@ def enqueue(business_key: str, function: str, args: dict[str, Any]) -> OutboxEnt
         business_key=business_key, defaults={"function": function, "args": args}
     )
     return entry
+
+
+def challenge_requested(node) -> OutboxEntry:
+    """Ask the ledger for an attestation challenge (IssueChallenge), unless one is on its way:
+    each call that finds none in flight is a new challenge, so the key is unique."""
+    prefix = f"node:{node.name}:challenge:"
+    waiting = OutboxEntry.objects.filter(
+        business_key__startswith=prefix,
+        status__in=[OutboxEntry.PENDING, OutboxEntry.SENDING],
+    ).first()
+    if waiting is not None:
+        return waiting
+    return enqueue(prefix + uuid.uuid4().hex, "IssueChallenge", {"node_id": node.name})
 
 
 def lease_created(lease, attestation_pks: list[int]) -> OutboxEntry:

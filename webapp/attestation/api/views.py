@@ -14,6 +14,8 @@ from webapp.attestation import service
 from webapp.attestation.api import serializers as s
 from webapp.attestation.api.authentication import IsNodeAgent, NodeCredentialAuthentication
 
+CHALLENGE_RETRY_AFTER_S = 0.5  # the relay commits a challenge within a block or two
+
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
@@ -66,6 +68,11 @@ class ActivateView(AgentView):
 class ChallengeView(AgentView):
     def act(self, node, data, actor):
         nonce = service.issue_challenge(node)
+        if nonce is None:  # the ledger is issuing one: ask again shortly
+            return Response(
+                {"pending": True, "retry_after_s": CHALLENGE_RETRY_AFTER_S},
+                status=status.HTTP_202_ACCEPTED,
+            )
         selection = service.policy_of(node).selection
         return Response(
             {

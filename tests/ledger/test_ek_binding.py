@@ -1,0 +1,160 @@
+"""EK binding on the ledger: once both organisations have approved the EK roots, a node's AK
+is registered only with an EK chain to them and the registrar's AK certificate, made after a
+real credential activation. On every ledger backend; each refusal names its reason."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+
+import pytest
+from cryptography import x509
+
+from attest.enrol import finish_enrolment, start_enrolment
+from attest.inventory import inventory_digest
+from chaincode_client.interface import EndorsementError
+from ledger.ek_binding import ak_certificate, sign_ak_certificate
+from tests.ledger.conftest import ORG1, ORG2, LedgerEnv, NodeTpm
+from tests.ledger.helpers import attest, lease_request, register_node, software_ak_b64
+from tests.ledger.test_governance import _ca_pem, admin, approve, propose
+
+H100 = "H100-SXM"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def approve_ek_roots(env: LedgerEnv, pems: list[str]) -> None:
+    proposal = propose(admin(env, ORG1), "ek_roots", {"certificates": pems}, key="default")
+    approve(admin(env, ORG2), proposal["proposal_id"])
+
+
+def enrolment(
+    client, tpm: NodeTpm, node_id: str, ak_index: int, gpus: list[tuple[str, str]]
+) -> dict:
+    """What the registrar does: check the EK chain, MakeCredential for the AK's name, check
+    the TPM's ActivateCredential answer, sign the AK certificate; and what the agent sends
+    with it: a quote over its GPU inventory (NVML names and serials; made up here, as this
+    machine has no GPU)."""
+    agent = tpm.agent
+    ek_public, ek_cert = agent.ek_public(), agent.ek_certificate()
+    certs = [x509.load_pem_x509_certificate(p.encode()) for p in tpm.ek_ca_pems]
+    roots = [c for c in certs if c.issuer == c.subject]
+    others = [c for c in certs if c.issuer != c.subject]
+    ak = tpm.aks[ak_index]
+    challenge, result = start_enrolment(ek_public, ek_cert, ak.public, roots, others)
+    assert challenge is not None, result.reasons
+    answer = agent.activate(ak, challenge.credential_blob, challenge.secret)
+    assert finish_enrolment(challenge, answer).ok
+    cert = ak_certificate(node_id, challenge.ak_name, challenge.ek_name, time.time_ns())
+    inventory = [
+        {"uuid": uuid, "name": f"NVIDIA {generation}", "serial": f"132{i:07d}"}
+        for i, (uuid, generation) in enumerate(gpus)
+    ]
+    evidence = agent.quote(ak, inventory_digest(node_id, inventory), "sha256:0,2,7")
+    return {
+        "ek_binding": {
+            "ek_public": b64(ek_public),
+            "ek_certificate": b64(ek_cert),
+            "ak_certificate": cert,
+            "registrar_signature": sign_ak_certificate(cert, client.sign),
+        },
+        "enrolment_quote": {
+            "quote": b64(evidence.quote),
+            "signature": b64(evidence.signature),
+            "pcr_values": {
+                "sha256": {str(i): v.hex() for i, v in evidence.pcr_values["sha256"].items()}
+            },
+            "inventory": inventory,
+        },
+    }
+
+
+def test_honest_node_is_registered_attested_and_leased(ledger_env, node_tpm):
+    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    client = ledger_env.clients[ORG1]
+    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    node = register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
+    binding = enrolled["ek_binding"]
+    assert node["ek_binding"]["ek_name"] == binding["ak_certificate"]["ek_name"]
+    assert "OU=client" in node["ek_binding"]["registrar"]
+    assert node["ek_binding"]["inventory"] == enrolled["enrolment_quote"]["inventory"]
+    att = attest(client, node_tpm, "n1", 0)
+    assert att["valid"] is True
+    lease = client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att["attestation_id"]]))
+    assert json.loads(lease.payload)["status"] == "ACTIVE"
+
+
+def test_software_key_without_activation_is_refused(ledger_env, node_tpm):
+    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    request = {
+        "node_id": "n1",
+        "org": ORG1,
+        "ak_public": software_ak_b64(),
+        "gpus": [{"uuid": "GPU-a", "generation": H100}],
+        "pcr_policy": {"pcrs": {"sha256": node_tpm.golden}, "max_age_s": 600},
+    }
+    client = ledger_env.clients[ORG1]
+    with pytest.raises(EndorsementError, match=r"\[enrol\.no_ek_binding\] node n1"):
+        client.submit("RegisterNode", json.dumps(request))
+    # a genuine TPM's binding does not carry a software key: the AK names differ
+    request.update(enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)]))
+    with pytest.raises(EndorsementError, match=r"\[enrol\.ak_name_mismatch\]"):
+        client.submit("RegisterNode", json.dumps(request))
+
+
+def test_binding_must_be_signed_by_the_registering_registrar(ledger_env, node_tpm):
+    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    other = ledger_env.new_client(ORG1)  # another identity signed the AK certificate
+    enrolled = enrolment(other, node_tpm, "n1", 0, [("GPU-a", H100)])
+    with pytest.raises(EndorsementError, match=r"\[enrol\.registrar_signature\]"):
+        register_node(
+            ledger_env.clients[ORG1], node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled
+        )
+
+
+def test_binding_for_another_node_is_refused(ledger_env, node_tpm):
+    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    client = ledger_env.clients[ORG1]
+    enrolled = enrolment(client, node_tpm, "n7", 0, [("GPU-a", H100)])
+    with pytest.raises(EndorsementError, match=r"\[enrol\.node_id_mismatch\]"):
+        register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
+
+
+def test_ek_from_a_ca_the_channel_did_not_approve_is_refused(ledger_env, node_tpm):
+    approve_ek_roots(ledger_env, [_ca_pem()])  # some other manufacturer's root
+    client = ledger_env.clients[ORG1]
+    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    with pytest.raises(EndorsementError, match=r"\[enrol\.ek_cert_untrusted\]"):
+        register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
+
+
+def test_without_approved_ek_roots_a_binding_cannot_be_checked(ledger_env, node_tpm):
+    client = ledger_env.clients[ORG1]
+    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    with pytest.raises(EndorsementError, match=r"\[enrol\.no_ek_roots\]"):
+        register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
+    # before the channel approves EK roots, registration is as it was (ek_binding null)
+    node = register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    assert node["ek_binding"] is None
+
+
+def test_gpus_the_node_did_not_report_are_refused(ledger_env, node_tpm):
+    """An A100 node registered as H100, or with a GPU it does not have: the inventory the AK
+    signed is not what the registration claims."""
+    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    client = ledger_env.clients[ORG1]
+    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", "A100-SXM")])
+    relabelled = json.loads(json.dumps(enrolled))
+    relabelled["enrolment_quote"]["inventory"][0]["name"] = "NVIDIA H100-SXM"
+    with pytest.raises(EndorsementError, match=r"\[enrol\.inventory_mismatch\] the inventory"):
+        register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=relabelled)
+    with pytest.raises(EndorsementError, match=r"\[enrol\.inventory_mismatch\] GPUs registered"):
+        register_node(
+            client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-z", H100)], enrolment=enrolled
+        )
+    without_quote = {"ek_binding": enrolled["ek_binding"]}
+    with pytest.raises(EndorsementError, match=r"\[enrol\.no_enrolment_quote\]"):
+        register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=without_quote)
