@@ -7,6 +7,7 @@ ImproperlyConfigured naming the variable, the value and what would be accepted.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -44,6 +45,17 @@ def env_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = 
     if value < minimum or (maximum is not None and value > maximum):
         upper = "" if maximum is None else f" and at most {maximum}"
         raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}{upper}")
+    return value
+
+
+RATE_PATTERN = re.compile(r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate as DRF's throttles read it: `<count>/<s|min|hour|day>`."""
+    value = os.environ.get(name, default).strip()
+    if not RATE_PATTERN.fullmatch(value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate; use e.g. 20/s or 600/min")
     return value
 
 

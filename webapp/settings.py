@@ -3,6 +3,7 @@ environment (see the configuration table in README.md) and is validated here."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from webapp.config import (
@@ -10,6 +11,7 @@ from webapp.config import (
     env_bool,
     env_choice,
     env_int,
+    env_rate,
     env_str,
     redis_url,
     secret_key,
@@ -33,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -55,7 +58,20 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
+
+# Admin login lockout (django-axes): after ADMIN_LOGIN_FAILURES failed logins for one user
+# name from one address, that pair is refused (429) for ADMIN_LOCKOUT_S.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("ADMIN_LOGIN_FAILURES", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=env_int("ADMIN_LOCKOUT_S", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "webapp.urls"
 ASGI_APPLICATION = "webapp.asgi.application"
@@ -93,6 +109,15 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# The cache holds the API's request budgets: shared through Redis by every process when
+# REDIS_URL is set, per process otherwise.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 
 LEDGER_BACKEND = env_choice("LEDGER_BACKEND", "embedded", ("embedded", "fabric"))
 LEDGER_PATH = Path(env_str("LEDGER_PATH", str(DATA_DIR / "ledger.sqlite3")))
@@ -116,12 +141,32 @@ STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 LOGIN_URL = "/admin/login/"
 
+# Request bodies (JSON and forms alike) above this are refused with 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
+    "REQUEST_BODY_MAX_BYTES", 1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
+)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["webapp.tenancy.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["webapp.tenancy.authentication.HasTenantScope"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PARSER_CLASSES": ["webapp.core.api.parsers.BoundedJSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "webapp.core.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "webapp.core.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "webapp.core.api.throttling.ClientAddressRateThrottle",
+        "webapp.core.api.throttling.CallerRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "key": env_rate("API_RATE_PER_KEY", "20/s"),
+        "node": env_rate("AGENT_RATE_PER_NODE", "30/min"),
+        "ip": env_rate("API_RATE_PER_IP", "50/s"),
+        "auth_failure": env_rate("API_AUTH_FAILURES_PER_IP", "20/min"),
+    },
+    # Proxies in front of the server that append to X-Forwarded-For: 0 trusts no header
+    # and throttles by the connecting address.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0, maximum=10),
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 import pytest
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from attest.agent.http import AgentApi, attest_once, enrol
@@ -23,6 +24,14 @@ from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import ApiKey, Tenant
+
+
+@pytest.fixture(autouse=True)
+def fresh_request_budgets():
+    """Throttle budgets live in the cache; each test starts with full ones."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @dataclass

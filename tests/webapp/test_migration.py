@@ -22,6 +22,7 @@ from webapp.leasing.models import Lease
 from webapp.leasing.scheduling import place_requested, settle_closed
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
+from webapp.tenancy.models import Tenant
 
 ACTOR = "test"
 
@@ -58,6 +59,8 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     assert attest_once(agent, api, ak)["valid"]
     relay_once(ledger)
     # fill the H100s so the lease lands on the A100s first
+    Tenant.objects.filter(pk=tenant.pk).update(max_priority=9)
+    tenant.refresh_from_db()
     blocker = actions.request_lease(
         tenant, gpu_count=4, precision="FP16", hours=Decimal(1), priority=9, actor=ACTOR
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
+import pytest
+
 from ledger.money import settlement_amount
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from webapp.fleet.models import Node
@@ -13,6 +15,7 @@ from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
 from webapp.leasing.scheduling import build_plan_input, place_requested, settlement_of
+from webapp.tenancy.models import Tenant
 
 ACTOR = "test"
 
@@ -51,6 +54,7 @@ def test_unattested_gpus_are_never_placed(fleet, tenant):
 
 
 def test_higher_priority_preempts_and_the_preempted_lease_is_kept(fleet, tenant, attested_node):
+    grant_priority(tenant, 5)
     low = request(tenant, gpus=4, priority=0)
     place_requested(actor=ACTOR)
     high = request(tenant, gpus=4, priority=5)
@@ -58,6 +62,37 @@ def test_higher_priority_preempts_and_the_preempted_lease_is_kept(fleet, tenant,
     assert [p.lease for p in plan.preempted] == [str(low.pk)]
     assert Lease.objects.get(pk=low.pk).state == states.PREEMPTED
     assert Lease.objects.get(pk=high.pk).state == states.PLACED
+
+
+def grant_priority(tenant: Tenant, level: int) -> None:
+    """What an operator does in the admin: raise the tenant's priority entitlement."""
+    tenant.max_priority = level
+    tenant.save(update_fields=["max_priority"])
+
+
+def test_priority_the_tenant_was_not_granted_is_refused_and_preempts_no_one(
+    fleet, tenant, attested_node
+):
+    running = request(tenant, gpus=4, priority=0)
+    place_requested(actor=ACTOR)
+    other = Tenant.objects.create(name="Tenant B", slug="tenant-b")
+    with pytest.raises(actions.LeaseError, match=r"priority=100 is above .* entitlement \(0\)"):
+        request(other, gpus=4, priority=100)
+    assert Lease.objects.filter(tenant=other).count() == 0
+    place_requested(actor=ACTOR)
+    assert Lease.objects.get(pk=running.pk).state == states.PLACED
+
+
+def test_a_lowered_grant_lowers_the_priority_the_scheduler_uses(fleet, tenant, attested_node):
+    running = request(tenant, gpus=4, priority=0)
+    place_requested(actor=ACTOR)
+    other = Tenant.objects.create(name="Tenant B", slug="tenant-b", max_priority=5)
+    waiting = request(other, gpus=4, priority=5)
+    grant_priority(other, 0)  # the operator withdraws the grant before the next pass
+    plan = place_requested(actor=ACTOR)
+    assert not plan.preempted
+    assert Lease.objects.get(pk=running.pk).state == states.PLACED
+    assert Lease.objects.get(pk=waiting.pk).state == states.REQUESTED
 
 
 def test_settlement_compares_measured_telemetry_with_the_priced_power(fleet, tenant, attested_node):

@@ -91,14 +91,18 @@ class DemoLoop(threading.Thread):
         if self.rng.random() > 0.6:
             return
         tenant = self.rng.choice(list(Tenant.objects.all()))
-        actions.request_lease(
-            tenant,
-            gpu_count=self.rng.choice([1, 1, 2, 2, 4, 8]),
-            precision=self.rng.choice(["FP16", "BF16", "FP32"]),
-            hours=Decimal(self.rng.choice(["0.5", "1", "2", "3"])),
-            priority=self.rng.choice([0, 0, 0, 1, 5]),
-            actor=ACTOR,
-        )
+        try:
+            actions.request_lease(
+                tenant,
+                gpu_count=self.rng.choice([1, 1, 2, 2, 4, 8]),
+                precision=self.rng.choice(["FP16", "BF16", "FP32"]),
+                hours=Decimal(self.rng.choice(["0.5", "1", "2", "3"])),
+                # only what an operator granted the tenant (the seed grants one of them 5)
+                priority=min(self.rng.choice([0, 0, 0, 1, 5]), tenant.max_priority),
+                actor=ACTOR,
+            )
+        except actions.LeaseError as refused:  # over the tenant's quota: a tenant would wait
+            log.info("demo request of %s refused: %s", tenant.slug, refused)
 
     def maybe_migrate(self) -> None:
         """Now and then, move a lease off an older generation onto a more efficient one

@@ -27,6 +27,7 @@ NODES = [
     ("a100-ams-02", 1, "A100-PCIE-80GB", 8),
 ]
 TENANTS = ["Aurora Labs", "Basalt AI", "Cirrus Genomics"]
+PRIORITY_GRANTS = {"Aurora Labs": 5}  # the operator's grant: only Aurora may preempt
 OPERATOR = "operator"
 
 
@@ -68,7 +69,9 @@ def seed_demo() -> SeedResult:
     keys = {}
     for name in TENANTS:
         slug = name.lower().replace(" ", "-")
-        tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
+        tenant, _ = Tenant.objects.get_or_create(
+            slug=slug, defaults={"name": name, "max_priority": PRIORITY_GRANTS.get(name, 0)}
+        )
         _, keys[name] = ApiKey.issue(tenant, scope=ApiKey.WRITE, name="demo key")
     password = None
     user_model = get_user_model()

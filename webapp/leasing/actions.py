@@ -15,7 +15,7 @@ from django.utils import timezone
 from webapp.attestation.models import Attestation
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet.models import GPU
-from webapp.leasing import states
+from webapp.leasing import entitlements, states
 from webapp.leasing.models import Lease, Settlement
 from webapp.outbox import records
 from webapp.tenancy.models import Tenant
@@ -25,7 +25,12 @@ MAX_LEASE_HOURS = Decimal(24 * 366)
 
 
 class LeaseError(Exception):
-    """A lease action was refused; the message says why. Nothing was changed."""
+    """A lease action was refused; the message says why and `code` names the rule.
+    Nothing was changed."""
+
+    def __init__(self, message: str, *, code: str = "lease.refused") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class GpuUnavailable(LeaseError):
@@ -58,6 +63,11 @@ def request_lease(
     if not Decimal(0) < Decimal(hours) <= MAX_LEASE_HOURS:
         raise LeaseError(f"hours={hours} must be positive and at most {MAX_LEASE_HOURS}")
     with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        try:
+            entitlements.check_request(tenant, gpu_count=gpu_count, priority=priority)
+        except entitlements.EntitlementRefused as refused:
+            raise LeaseError(str(refused), code=refused.code) from None
         lease = Lease.objects.create(
             tenant=tenant,
             gpu_count=gpu_count,
@@ -215,7 +225,10 @@ def migrate_lease(
     with transaction.atomic():
         lease = Lease.objects.select_for_update().get(pk=lease.pk)
         if lease.state != states.ACTIVE:
-            raise LeaseError(f"lease {lease.pk} is {lease.state}; only an active lease migrates")
+            raise LeaseError(
+                f"lease {lease.pk} is {lease.state}; only an active lease migrates",
+                code="lease.state",
+            )
         old = {g.generation_id for g in lease.gpus.all()}
         if any(g.generation_id in old for g in gpus):
             raise LeaseError(f"lease {lease.pk} must move to another generation")

@@ -17,6 +17,7 @@ from webapp.attestation.models import Attestation
 from webapp.fleet.models import GPU, Node, Site
 from webapp.fleet.telemetry import latest_by_gpu, samples_between
 from webapp.leasing import actions, states
+from webapp.leasing.entitlements import effective_priority
 from webapp.leasing.models import Lease
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,9 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     attested = _attested_nodes()
     holding = {
         lease.pk: lease
-        for lease in Lease.objects.filter(state__in=states.HOLDS_GPUS).prefetch_related("gpus")
+        for lease in Lease.objects.filter(state__in=states.HOLDS_GPUS)
+        .select_related("tenant")
+        .prefetch_related("gpus")
     }
     busy = {gpu.pk for lease in holding.values() for gpu in lease.gpus.all()}
     latest = latest_by_gpu()
@@ -70,7 +73,11 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
         for s in Site.objects.all()
     ]
     leases = [
-        {"id": str(pk), "gpus": [g.uuid for g in lease.gpus.all()], "priority": lease.priority}
+        {
+            "id": str(pk),
+            "gpus": [g.uuid for g in lease.gpus.all()],
+            "priority": effective_priority(lease),
+        }
         for pk, lease in holding.items()
         if lease.state in (states.PLACED, states.ACTIVE)
     ]
@@ -80,11 +87,13 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
             "gpus": lease.gpu_count,
             "precision": lease.precision,
             "hours": str(lease.hours),
-            "priority": lease.priority,
+            "priority": effective_priority(lease),
             "min_memory_gb": lease.min_memory_gb,
             "single_node": lease.single_node,
         }
-        for lease in Lease.objects.filter(state=states.REQUESTED).order_by("created")
+        for lease in Lease.objects.filter(state=states.REQUESTED)
+        .select_related("tenant")
+        .order_by("created")
     ]
     return {"sites": sites, "gpus": gpus, "leases": leases, "jobs": jobs}, attested
 
@@ -108,6 +117,8 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     data, attested = build_plan_input()
     plan = scheduler.plan_batch(data)
     for preemption in plan.preempted:
+        # the preempting tenant's priority premium (the billing model, ledger/money.py) is
+        # charged here, where the preemption is decided
         lease = Lease.objects.get(pk=int(preemption.lease))
         actions.preempt_lease(lease, reason=f"preempted by lease {preemption.by_job}", actor=actor)
     by_uuid = {
@@ -192,6 +203,11 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     scheduler for the work that is left; the interval so far is settled at the old terms."""
     from django.utils import timezone
 
+    if lease.state != states.ACTIVE:
+        raise actions.LeaseError(
+            f"lease {lease.pk} is {lease.state}; only an active lease migrates",
+            code="lease.state",
+        )
     data, attested = build_plan_input()
     elapsed_h = Decimal((timezone.now() - lease.interval_started).total_seconds()) / 3600
     planned_h = Decimal(lease.price["lines"][0]["gpu_hours"])
@@ -205,7 +221,7 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
             "gpus": lease.gpu_count,
             "precision": lease.precision,
             "hours": str(remaining),
-            "priority": lease.priority,
+            "priority": effective_priority(lease),
             "min_memory_gb": lease.min_memory_gb,
             "single_node": lease.single_node,
         }

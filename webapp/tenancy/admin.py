@@ -16,7 +16,7 @@ class ApiKeyInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "created")
+    list_display = ("name", "slug", "max_gpus", "max_queued_requests", "max_priority", "created")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     readonly_fields = ("created",)

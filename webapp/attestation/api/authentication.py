@@ -5,14 +5,17 @@ from __future__ import annotations
 from rest_framework import authentication, exceptions, permissions
 
 from webapp.attestation.service import node_for_token
+from webapp.core.api.throttling import NODE_SCOPE, AuthFailureBudget
 from webapp.fleet.models import Node
 
 
 class NodePrincipal:
     is_authenticated = True
+    throttle_scope = NODE_SCOPE  # caps each node's attestation traffic
 
     def __init__(self, node: Node) -> None:
         self.node = node
+        self.throttle_ident = node.pk
 
     def __str__(self) -> str:
         return f"agent of {self.node.name}"
@@ -23,8 +26,11 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1").split()
         if not header or header[0] != "Bearer":
             return None
+        failures = AuthFailureBudget(request)
+        failures.refuse_if_spent()
         node = node_for_token(header[1]) if len(header) == 2 else None
         if node is None:
+            failures.record()
             raise exceptions.AuthenticationFailed("Invalid node credential.")
         return NodePrincipal(node), None
 
