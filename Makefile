@@ -18,7 +18,7 @@ SYSTEM_PACKAGES := swtpm swtpm-tools tpm2-tools libtss2-dev pkg-config gcc pytho
 .PHONY: demo test setup system-packages lint check clean
 
 demo: setup
-	$(PY) manage.py demo
+	WATTLEASE_ENV=development $(PY) manage.py demo
 
 test: setup
 	$(PY) -m tests.run_all

@@ -14,6 +14,9 @@ from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+# what `manage.py check --deploy` accepts as a strong key
+MIN_SECRET_KEY_CHARS = 50
+MIN_SECRET_KEY_DISTINCT = 5
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
 
@@ -122,8 +125,12 @@ def secret_key(production: bool, data_dir: Path) -> str:
     """SECRET_KEY from the environment; in development, generated once into a local file."""
     key = os.environ.get("SECRET_KEY", "")
     if key:
-        if len(key) < 32:
-            raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long")
+        if len(key) < MIN_SECRET_KEY_CHARS or len(set(key)) < MIN_SECRET_KEY_DISTINCT:
+            raise ImproperlyConfigured(
+                f"SECRET_KEY must be at least {MIN_SECRET_KEY_CHARS} characters long with "
+                f"{MIN_SECRET_KEY_DISTINCT} different characters; generate one with: "
+                "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            )
         return key
     if production:
         raise ImproperlyConfigured(

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from webapp.config import (
     database_from_url,
     env_bool,
@@ -19,7 +21,8 @@ from webapp.config import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-WATTLEASE_ENV = env_choice("WATTLEASE_ENV", "development", ("development", "production"))
+# Production-shaped unless development is asked for (`make demo` and the tests ask).
+WATTLEASE_ENV = env_choice("WATTLEASE_ENV", "production", ("development", "production"))
 PRODUCTION = WATTLEASE_ENV == "production"
 DATA_DIR = Path(env_str("WATTLEASE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 
@@ -178,9 +181,16 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-if PRODUCTION:
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
+# HTTPS only in production: cookies, redirects and HSTS. Behind a proxy that terminates
+# TLS, BEHIND_TLS_PROXY=1 trusts its X-Forwarded-Proto (and only then: a client could send
+# the header itself).
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = PRODUCTION
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", PRODUCTION)
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {
     "version": 1,
@@ -194,7 +204,14 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "webapp.dashboard.finders.PlotlyJsFinder",
 ]
-DASHBOARD_LOGIN_REQUIRED = env_bool("DASHBOARD_LOGIN_REQUIRED", PRODUCTION)
+# The operator dashboard (every tenant's costs) needs a staff login; only a development
+# run may open it to anyone.
+DASHBOARD_LOGIN_REQUIRED = env_bool("DASHBOARD_LOGIN_REQUIRED", True)
+if PRODUCTION and not DASHBOARD_LOGIN_REQUIRED:
+    raise ImproperlyConfigured(
+        "DASHBOARD_LOGIN_REQUIRED=0 is refused when WATTLEASE_ENV=production; "
+        "the dashboard shows every tenant's costs"
+    )
 
 # PEM files (roots and intermediates) that EK certificates must chain to. The demo puts its
 # swtpm CA here; production points it at the TPM vendors' EK CAs.

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from webapp.core.api.jsonbody import MAX_JSON_DEPTH, JsonRefused, check_value, loads_bounded
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
-scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | text
+)
 values = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),

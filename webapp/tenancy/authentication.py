@@ -7,6 +7,7 @@ constant time. Every failure gives the same answer so a caller cannot probe for 
 from __future__ import annotations
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from webapp.core import tokens
@@ -57,6 +58,20 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return "Bearer"
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema describes the key: a bearer token."""
+
+    target_class = ApiKeyAuthentication
+    name = "tenantApiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": f"{KEY_PREFIX}_<prefix>.<secret>",
+        }
 
 
 class HasTenantScope(permissions.BasePermission):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from webapp.attestation.service import node_for_token
@@ -36,6 +37,16 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return "Bearer"
+
+
+class NodeCredentialScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema describes the node credential: a bearer token."""
+
+    target_class = NodeCredentialAuthentication
+    name = "nodeCredential"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "wn_<prefix>.<secret>"}
 
 
 class IsNodeAgent(permissions.BasePermission):

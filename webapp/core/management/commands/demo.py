@@ -47,6 +47,11 @@ class Command(BaseCommand):
         parser.add_argument("--no-loop", action="store_true", help="serve without activity")
 
     def handle(self, *args, host: str, port: int, no_loop: bool, **options):
+        if settings.PRODUCTION:
+            raise CommandError(
+                "the demo seeds logins and keys and runs only in development: "
+                "WATTLEASE_ENV=development manage.py demo (make demo sets it)"
+            )
         ensure_port_free(host, port)
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Seeding the demo fleet…")
