@@ -9,12 +9,18 @@ from decimal import Decimal
 import pytest
 
 from ledger.money import settlement_amount
+from scheduler import api as scheduler
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from webapp.fleet.models import Node
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
-from webapp.leasing.scheduling import build_plan_input, place_requested, settlement_of
+from webapp.leasing.scheduling import (
+    apply_plan,
+    build_plan_input,
+    place_requested,
+    settlement_of,
+)
 from webapp.tenancy.models import Tenant
 
 ACTOR = "test"
@@ -118,3 +124,23 @@ def test_settlement_compares_measured_telemetry_with_the_priced_power(fleet, ten
         settlement.attributed_energy_mj,
         settlement.tariff_micro_per_kwh,
     )
+
+
+def test_overlapping_passes_skip_conflicts_and_never_double_book(fleet, tenant, attested_node):
+    first = request(tenant, gpus=2)
+    second = request(tenant, gpus=2)
+    # two workers plan the same queue at the same time ...
+    data, attested = build_plan_input()
+    stale = scheduler.plan_batch(data)
+    # ... one applies its plan, and the tenant cancels the second request meanwhile
+    place_requested(actor="worker-1")
+    actions.cancel_lease(Lease.objects.get(pk=second.pk), reason="by tenant", actor=ACTOR)
+    third = request(tenant, gpus=2)
+    skipped = apply_plan(stale, attested, actor="worker-2")  # does not raise
+    assert len(skipped) == 2 and all("place lease" in s for s in skipped)
+    assert Lease.objects.get(pk=first.pk).state == states.PLACED
+    assert Lease.objects.get(pk=second.pk).state == states.CANCELLED
+    place_requested(actor="worker-2")  # the next pass carries on with the rest of the queue
+    assert Lease.objects.get(pk=third.pk).state == states.PLACED
+    held = [g.pk for lease in Lease.objects.filter(state=states.PLACED) for g in lease.gpus.all()]
+    assert len(held) == len(set(held)) == 4

@@ -116,11 +116,34 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     left out keeps its request with the scheduler's reason."""
     data, attested = build_plan_input()
     plan = scheduler.plan_batch(data)
+    apply_plan(plan, attested, actor=actor)
+    return plan
+
+
+def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor: str) -> list[str]:
+    """Apply each step of `plan` through the leasing actions. Passes may overlap (several
+    lease workers, or an operator's action in between): a step the database no longer
+    allows (the lease moved on, a GPU was taken) is skipped with its reason, and the rest
+    of the pass goes on. Returns the skipped steps' reasons."""
+    skipped: list[str] = []
+
+    def attempt(step: str, do: Any) -> None:
+        try:
+            do()
+        except (states.IllegalTransition, actions.LeaseError) as conflict:
+            log.info("placement pass: skipped %s: %s", step, conflict)
+            skipped.append(f"{step}: {conflict}")
+
     for preemption in plan.preempted:
         # the preempting tenant's priority premium (the billing model, ledger/money.py) is
         # charged here, where the preemption is decided
         lease = Lease.objects.get(pk=int(preemption.lease))
-        actions.preempt_lease(lease, reason=f"preempted by lease {preemption.by_job}", actor=actor)
+        attempt(
+            f"preempt lease {lease.pk}",
+            lambda lease=lease, by=preemption.by_job: actions.preempt_lease(
+                lease, reason=f"preempted by lease {by}", actor=actor
+            ),
+        )
     by_uuid = {
         g.uuid: g
         for g in GPU.objects.filter(uuid__in=[uuid for p in plan.placements for uuid in p.gpus])
@@ -128,12 +151,17 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     for placement in plan.placements:
         lease = Lease.objects.get(pk=int(placement.job))
         gpus = [by_uuid[uuid] for uuid in placement.gpus]
-        actions.place_lease(lease, gpus, **_terms(placement, gpus, attested), actor=actor)
+        attempt(
+            f"place lease {lease.pk}",
+            lambda lease=lease, gpus=gpus, placement=placement: actions.place_lease(
+                lease, gpus, **_terms(placement, gpus, attested), actor=actor
+            ),
+        )
     for unplaced in plan.unplaced:
         Lease.objects.filter(pk=int(unplaced.job), state=states.REQUESTED).update(
             reason=f"waiting: {unplaced.reason}"
         )
-    return plan
+    return skipped
 
 
 def settlement_of(lease: Lease, until: datetime | None = None) -> actions.SettlementInput:
