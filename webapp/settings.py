@@ -129,6 +129,10 @@ TELEMETRY_SOURCE = env_choice("TELEMETRY_SOURCE", "replay", ("replay", "nvml"))
 # keeps a node leasable when its PCR policy sets no age of its own.
 ATTESTATION_INTERVAL_S = env_int("ATTESTATION_INTERVAL_S", 60, minimum=1)
 ATTESTATION_MAX_AGE_S = env_int("ATTESTATION_MAX_AGE_S", 300, minimum=1)
+# The lease worker: seconds between its passes, and wall seconds in one leased hour (3600;
+# a test or a demo shortens it).
+LEASE_WORKER_INTERVAL_S = env_int("LEASE_WORKER_INTERVAL_S", 5, minimum=1)
+LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

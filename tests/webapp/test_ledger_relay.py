@@ -41,7 +41,8 @@ def test_attestation_lease_and_settlement_reach_the_ledger(fleet, tenant, attest
     assert attested_node.ledger_tx  # the contract re-verified the quote and recorded it
     lease = place(tenant, fleet.gpus[:2], [attested_node])
     assert relay_once(ledger) == {"done": 1}
-    actions.activate_lease(lease, actor=ACTOR)
+    # the ledger holds the contract: the relay's reaction started the lease
+    assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
     actions.end_lease(lease, actor=ACTOR)
     interval = _interval()
     amount = interval.amount_micro
@@ -138,7 +139,7 @@ def test_rows_about_one_lease_commit_in_order_within_one_relay_pass(
 ):
     lease = place(tenant, fleet.gpus[:2], [attested_node])
     assert relay_once(ledger) == {"done": 1}
-    actions.activate_lease(lease, actor=ACTOR)
+    assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
     actions.end_lease(lease, actor=ACTOR)
     actions.settle_lease(lease, [_interval()], actor=ACTOR)
     again = place(tenant, fleet.gpus[:2], [attested_node])  # the GPUs EndLease frees

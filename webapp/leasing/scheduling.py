@@ -10,6 +10,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.db import transaction
+
 from ledger.money import settlement_amount
 from scheduler import api as scheduler
 from scheduler.settlement import terms_from_price_line
@@ -217,12 +219,17 @@ def settle_closed(*, actor: str) -> int:
         started__isnull=False,
         ended__isnull=False,
     )
-    for lease in closing:
+    for lease_id in list(closing.values_list("pk", flat=True)):
         try:
-            actions.settle_lease(lease, [settlement_of(lease)], actor=actor)
+            with transaction.atomic():
+                # claim: a lease another worker is settling is skipped, not waited for
+                lease = closing.select_for_update(skip_locked=True).filter(pk=lease_id).first()
+                if lease is None:
+                    continue  # settled meanwhile, or another worker holds it
+                actions.settle_lease(lease, [settlement_of(lease)], actor=actor)
             done += 1
         except Exception:
-            log.exception("could not settle lease %s", lease.pk)
+            log.exception("could not settle lease %s", lease_id)
     return done
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from webapp.outbox.hooks import ATTESTATION_REFS
 from webapp.outbox.models import OutboxEntry
+
+# args key holding the Django ids of the attestations a lease relies on; the attestation
+# app's preparer (webapp/attestation/reactions.py) swaps them for ledger ids before sending
+ATTESTATION_REFS = "_attestation_pks"
 
 
 def enqueue(business_key: str, function: str, args: dict[str, Any]) -> OutboxEntry:

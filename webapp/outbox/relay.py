@@ -51,10 +51,6 @@ FREES_GPUS = ("EndLease", "MigrateLease")
 Waiting = tuple[tuple[datetime, int], set[str]]  # a row backing off: (created, id), subjects
 
 
-class NotReady(Exception):
-    """A prerequisite of this row is not on the ledger yet; try it again later."""
-
-
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -190,7 +186,7 @@ class _Pipeline:
     def prepare(self, entry: OutboxEntry) -> dict[str, Any] | None:
         try:
             return hooks.prepare(entry)
-        except NotReady as wait:
+        except hooks.NotReady as wait:
             if self.in_flight:  # its prerequisite may be in flight: let it commit, then look
                 self.drain()
                 return self.prepare(entry)
