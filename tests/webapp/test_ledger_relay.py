@@ -84,7 +84,7 @@ def test_relay_retries_are_idempotent(fleet, tenant, attested_node, ledger):
     entry.status = OutboxEntry.PENDING  # as if the worker died before recording the receipt
     entry.save()
     assert relay_once(ledger) == {"done": 1}  # the ledger answers with what it has
-    assert Lease.objects.get(pk=lease.pk).state == states.PLACED
+    assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE  # started once, still running
     # a second transaction answered from the stored record; the chain holds one lease
     assert OutboxEntry.objects.get(function="CreateLease").tx_id != first_tx
     history = ledger.evaluate("GetHistory", f'{{"key": "lease:{lease.ledger_id}"}}')
@@ -146,7 +146,7 @@ def test_rows_about_one_lease_commit_in_order_within_one_relay_pass(
     assert relay_once(ledger) == {"done": 3}  # EndLease, Settle, CreateLease: none refused
     (end,), (settle,) = _blocks("EndLease"), _blocks("Settle")
     assert end < settle and end < _blocks("CreateLease")[1]
-    assert Lease.objects.get(pk=again.pk).state == states.PLACED
+    assert Lease.objects.get(pk=again.pk).state == states.ACTIVE
     call_command("ledger_verify")
 
 
