@@ -3,37 +3,26 @@ until stopped (or once, with --once)."""
 
 from __future__ import annotations
 
-import signal
-import threading
-
 from django.conf import settings
-from django.core.management.base import BaseCommand
 
+from webapp.core.worker import WorkerCommand
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.relay import relay_once
 
 IDLE_WAIT_S = 1.0
 
 
-class Command(BaseCommand):
+class Command(WorkerCommand):
     help = "Relay the ledger outbox: submit pending changes, record receipts, retry."
 
-    def add_arguments(self, parser):
-        parser.add_argument("--once", action="store_true", help="one pass, then exit")
+    def setup(self) -> None:
+        self.client = ledger_client()
 
-    def handle(self, *args, once: bool, **options):
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-        client = ledger_client()
-        try:
-            while not stop.is_set():
-                counts = relay_once(client, settings.OUTBOX_BATCH)
-                if counts:
-                    self.stdout.write(", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-                if once:
-                    break
-                if not counts:
-                    stop.wait(IDLE_WAIT_S)
-        finally:
-            close_ledger_client()
+    def teardown(self) -> None:
+        close_ledger_client()
+
+    def run_pass(self) -> dict[str, int]:
+        return relay_once(self.client, settings.OUTBOX_BATCH)
+
+    def wait_s(self, counts: dict[str, int]) -> float:
+        return 0 if counts else IDLE_WAIT_S  # a busy relay goes straight on
