@@ -79,11 +79,12 @@ def enrol(agent: Agent, api: AgentApi, alg: str = AK_ECC) -> AkKey:
 
 
 def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
-    """Fetch a fresh nonce, quote the selected PCRs over it, return the server's verdict."""
+    """Fetch a fresh nonce, quote the selected PCRs over it, return the server's verdict
+    with `interval_s`: when the server wants the next quote (absent if it did not say)."""
     challenge = api.post("challenge/")
     nonce = bytes.fromhex(challenge["nonce"])
     evidence = agent.quote(ak, nonce, challenge["selection"])
-    return api.post(
+    verdict = api.post(
         "quote/",
         {
             "nonce": nonce.hex(),
@@ -95,6 +96,9 @@ def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
             },
         },
     )
+    if isinstance(challenge.get("interval_s"), (int, float)):
+        verdict["interval_s"] = challenge["interval_s"]
+    return verdict
 
 
 def load_or_enrol(agent: Agent, api: AgentApi, state: Path, alg: str = AK_ECC) -> AkKey:

@@ -37,7 +37,7 @@ class SiteAdmin(admin.ModelAdmin):
 
 @admin.register(PcrPolicy)
 class PcrPolicyAdmin(admin.ModelAdmin):
-    list_display = ("name", "max_age_s")
+    list_display = ("name", "max_age_s", "effective_max_age_s")
     search_fields = ("name",)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -69,6 +70,8 @@ class ChallengeView(AgentView):
         selection = service.policy_of(node).selection
         return Response(
             {
+                # when the agent should come for its next challenge
+                "interval_s": settings.ATTESTATION_INTERVAL_S,
                 "nonce": nonce.hex(),
                 "selection": "+".join(
                     f"{bank}:{','.join(map(str, sorted(pcrs)))}" for bank, pcrs in selection.items()
