@@ -14,7 +14,9 @@ from rest_framework.test import APIClient
 from webapp.attestation.service import node_for_token
 from webapp.core.models import AuditEvent
 from webapp.fleet.models import Node
+from webapp.outbox import records
 from webapp.outbox.models import OutboxEntry
+from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import ApiKey
 
 WEBAPP_APPS = ("core", "tenancy", "fleet", "attestation", "leasing", "outbox")
@@ -109,3 +111,37 @@ def test_quarantine_is_an_action_with_an_audit_row(operator, fleet):
         "/admin/fleet/node/", {"action": "quarantine", "_selected_action": [fleet.node.pk]}
     )
     assert AuditEvent.objects.filter(action="node.quarantined").count() == 1  # once
+
+
+SETTLE_UNKNOWN = {
+    "lease_id": "00000000-0000-4000-8000-000000000000",
+    "interval_seq": 0,
+    "attributed_mj": 1,
+    "measured_mj": 1,
+    "tariff_micro_per_kwh": 1,
+    "amount_micro": 0,
+    "telemetry_digest": "00" * 32,
+}
+
+
+def test_dead_letters_are_listed_and_sent_again(operator, ledger):
+    entry = records.enqueue("test:settle-unknown", "Settle", SETTLE_UNKNOWN)
+    assert relay_once(ledger) == {"rejected": 1}  # the contract knows no such lease
+    listed = operator.get("/admin/outbox/outboxentry/?dead=rejected").content.decode()
+    assert "test:settle-unknown" in listed
+    operator.post("/admin/outbox/outboxentry/", {"action": "retry", "_selected_action": [entry.pk]})
+    assert OutboxEntry.objects.get(pk=entry.pk).status == OutboxEntry.PENDING
+    assert AuditEvent.objects.filter(action="outbox.retried", object_id=str(entry.pk)).exists()
+    assert relay_once(ledger) == {"rejected": 1}  # sent again (and refused again)
+
+
+def test_a_refusal_the_domain_acted_on_is_not_retried(operator, db):
+    entry = records.enqueue("test:create", "CreateLease", {"lease_id": "x"})
+    OutboxEntry.objects.filter(pk=entry.pk).update(status=OutboxEntry.REJECTED)
+    response = operator.post(
+        "/admin/outbox/outboxentry/",
+        {"action": "retry", "_selected_action": [entry.pk]},
+        follow=True,
+    )
+    assert "already acted on" in response.content.decode()
+    assert OutboxEntry.objects.get(pk=entry.pk).status == OutboxEntry.REJECTED

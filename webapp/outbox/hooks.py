@@ -44,6 +44,12 @@ def on_rejected(function: str, reaction: Rejected) -> None:
     _add(_rejected[function], reaction)
 
 
+def reacts_to_rejection(function: str) -> bool:
+    """Whether some app acted on the ledger refusing `function` (then a retry would
+    contradict what the domain already did)."""
+    return bool(_rejected.get(function))
+
+
 def prepare(entry: OutboxEntry) -> dict[str, Any]:
     args = dict(entry.args)
     for preparer in _preparers:
