@@ -226,3 +226,6 @@ TPM_EK_CA_DIR = Path(env_str("TPM_EK_CA_DIR", str(DATA_DIR / "tpm" / "ek-ca")))
 LEDGER_ORG = env_str("LEDGER_ORG", "Org1MSP")
 LEDGER_ORGS = tuple(o for o in env_str("LEDGER_ORGS", "Org1MSP,Org2MSP").split(",") if o)
 OUTBOX_BATCH = env_int("OUTBOX_BATCH", 100, minimum=1, maximum=10_000)
+# A relay that died mid-send leaves its rows "sending"; another relay takes them back after
+# this long (long enough that a live relay has surely collected their receipts).
+OUTBOX_STALE_CLAIM_S = env_int("OUTBOX_STALE_CLAIM_S", 120, minimum=1)

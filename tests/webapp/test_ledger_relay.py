@@ -198,10 +198,11 @@ def test_which_rows_must_wait_for_each_other():
 def test_claims_never_overlap_and_stale_claims_come_back(db):
     from datetime import timedelta
 
+    from django.conf import settings
     from django.utils import timezone
 
     from webapp.outbox.records import enqueue
-    from webapp.outbox.relay import STALE_CLAIM_S, claim
+    from webapp.outbox.relay import claim
 
     rows = [enqueue(f"k{i}", "RevokeAK", {"node_id": f"n{i}", "reason": ""}) for i in range(5)]
     first, second = claim(2), claim(10)
@@ -210,5 +211,5 @@ def test_claims_never_overlap_and_stale_claims_come_back(db):
     assert claim(10) == []  # everything is claimed
     assert len({r.claimed_by for r in first + second}) == 2  # one token per claim
     # a worker died holding the first claim: its rows are reclaimed once stale
-    later = timezone.now() + timedelta(seconds=STALE_CLAIM_S + 1)
+    later = timezone.now() + timedelta(seconds=settings.OUTBOX_STALE_CLAIM_S + 1)
     assert [r.pk for r in claim(10, now=later)] == [r.pk for r in rows]
