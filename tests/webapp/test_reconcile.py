@@ -72,3 +72,16 @@ def test_a_lease_running_here_but_ended_on_the_ledger_is_drift(owner, attested_n
     Lease.objects.filter(pk=lease_id).update(state="active")  # a database that went back
     [line] = drift_lines()
     assert "active here, ended on the ledger" in line
+
+
+def test_a_lease_cancelled_after_placement_ends_on_the_ledger_too(owner, attested_node, ledger):
+    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    run_pass(actor="worker")  # placed: CreateLease queued
+    assert owner.client.post(f"/api/leases/{lease_id}/cancel/").json()["state"] == "cancelled"
+    relay_once(ledger)  # CreateLease, then EndLease: the ledger frees the GPUs as well
+    record = ledger.evaluate(
+        "GetLease", f'{{"lease_id": "{Lease.objects.get(pk=lease_id).ledger_id}"}}'
+    )
+    assert b'"status":"ENDED"' in record.replace(b" ", b"")
+    assert Lease.objects.get(pk=lease_id).state == "cancelled"  # the reaction left it alone
+    assert "no drift" in reconcile()

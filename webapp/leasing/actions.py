@@ -185,8 +185,14 @@ def fail_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
 
 
 def cancel_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
+    """Withdraw a lease that has not started. A placed one already has its contract on the
+    way to the ledger, so the ledger is told it ended too (and frees its GPUs there)."""
     with transaction.atomic():
-        return _transition(lease.pk, states.CANCELLED, actor, reason=reason)
+        placed = Lease.objects.filter(pk=lease.pk, state=states.PLACED).exists()
+        lease = _transition(lease.pk, states.CANCELLED, actor, reason=reason)
+        if placed:
+            records.lease_ended(lease)
+    return lease
 
 
 def _record_settlement(lease: Lease, interval: SettlementInput) -> Settlement:
