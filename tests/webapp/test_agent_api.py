@@ -182,6 +182,8 @@ def test_revoked_ak_must_enrol_again(fleet, agent, api):
     with pytest.raises(AgentApiError) as refused:
         attest_once(agent, api, ak)
     assert refused.value.body["reasons"][0]["code"] == "not_enrolled"
+    assert refused.value.body["code"] == "attestation.refused"
+    assert "not_enrolled" in refused.value.body["detail"]
     assert OutboxEntry.objects.filter(function="RevokeAK").exists()
 
 

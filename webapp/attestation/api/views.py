@@ -34,7 +34,11 @@ class AgentView(APIView):
                 request.user.node, form.validated_data if form else {}, actor=str(request.user)
             )
         except service.EnrolmentRefused as refused:
-            return Response({"reasons": refused.reasons}, status=status.HTTP_400_BAD_REQUEST)
+            # the API's one error format, with the verifier's structured reasons beside it
+            return Response(
+                {"detail": str(refused), "code": "attestation.refused", "reasons": refused.reasons},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
 
 
 @extend_schema(request=s.EnrolSerializer, responses=dict)
