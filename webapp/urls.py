@@ -17,3 +17,5 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+handler404 = "webapp.core.api.errors.page_not_found"

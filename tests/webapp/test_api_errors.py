@@ -98,3 +98,11 @@ def test_authentication_and_not_found_share_the_format(owner, outsider):
     assert_error(outsider.client.get(f"/api/leases/{lease.pk}/"), 404, "not_found")
     owner.client.credentials(HTTP_AUTHORIZATION="Bearer wl_nope.nope")
     assert_error(owner.client.get("/api/leases/"), 401, "authentication_failed")
+
+
+def test_an_api_url_no_route_matches_answers_in_the_error_format(owner, settings):
+    settings.DEBUG = False  # production: no technical 404 page
+    missing = owner.client.get("/api/no-such-thing/")
+    body = assert_error(missing, 404, "not_found")
+    assert "/api/no-such-thing/" in body["detail"]
+    assert owner.client.get("/no-such-page/")["Content-Type"].startswith("text/html")

@@ -10,13 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler as drf_exception_handler
 
 INVALID = "invalid"
+API_PREFIX = "/api/"
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -30,6 +32,15 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, exceptions.APIException):
         response.data = error_body(exc)
     return response
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's handler404: a URL no route matches. Under /api/ the answer is in the API's
+    error format, elsewhere Django's own page."""
+    if request.path.startswith(API_PREFIX):
+        body = {"detail": f"no API route matches {_safe(request.path)}", "code": "not_found"}
+        return JsonResponse(body, status=404)
+    return defaults.page_not_found(request, exception)
 
 
 def error_body(exc: exceptions.APIException) -> dict[str, Any]:
