@@ -119,7 +119,7 @@ class DemoLoop(threading.Thread):
                 migrate(lease, target, actor=ACTOR)
                 log.info("lease %s moved to %s", lease.pk, target)
                 return
-            except actions.LeaseError:
+            except (actions.LeaseError, states.IllegalTransition):
                 continue
 
     def replay(self) -> None:

@@ -230,11 +230,7 @@ def migrate_lease(
     the old terms, the rest of the lease runs (and is later settled) at the new ones."""
     with transaction.atomic():
         lease = Lease.objects.select_for_update().get(pk=lease.pk)
-        if lease.state != states.ACTIVE:
-            raise LeaseError(
-                f"lease {lease.pk} is {lease.state}; only an active lease migrates",
-                code="lease.state",
-            )
+        states.check_migration(lease.pk, lease.state)
         old = {g.generation_id for g in lease.gpus.all()}
         if any(g.generation_id in old for g in gpus):
             raise LeaseError(f"lease {lease.pk} must move to another generation")

@@ -238,11 +238,7 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     scheduler for the work that is left; the interval so far is settled at the old terms."""
     from django.utils import timezone
 
-    if lease.state != states.ACTIVE:
-        raise actions.LeaseError(
-            f"lease {lease.pk} is {lease.state}; only an active lease migrates",
-            code="lease.state",
-        )
+    states.check_migration(lease.pk, lease.state)  # before reading its running interval
     data, attested = build_plan_input()
     elapsed_h = Decimal((timezone.now() - lease.interval_started).total_seconds()) / 3600
     planned_h = Decimal(lease.price["lines"][0]["gpu_hours"])
