@@ -19,7 +19,7 @@ SYSTEM_PACKAGES := swtpm swtpm-tools tpm2-tools libtss2-dev pkg-config gcc pytho
 
 # `make demo LEDGER_BACKEND=fabric` runs the demo through a loopback Fabric network
 demo: setup
-	$(PY) manage.py demo $(if $(LEDGER_BACKEND),--ledger $(LEDGER_BACKEND))
+	WATTLEASE_ENV=development $(PY) manage.py demo $(if $(LEDGER_BACKEND),--ledger $(LEDGER_BACKEND))
 
 test: setup
 	$(PY) -m tests.run_all

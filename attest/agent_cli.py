@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_TCTI = os.environ.get("ATTEST_TCTI", "device:/dev/tpmrm0")
+DEFAULT_INTERVAL_S = 60.0  # between quotes, when neither --interval nor the server says
 
 
 def _agent(args: argparse.Namespace):  # imported lazily: `verify` must not need tpm2-pytss
@@ -107,10 +108,12 @@ def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     try:
         with _agent(args) as agent:
             ak = load_or_enrol(agent, api, Path(args.state), args.alg)
-            rounds = 0
+            rounds, wait_s = 0, args.interval or DEFAULT_INTERVAL_S
             while not stop.is_set() and (args.rounds == 0 or rounds < args.rounds):
                 try:
                     verdict = attest_once(agent, api, ak)
+                    if args.interval is None:  # the server says when it wants the next quote
+                        wait_s = float(verdict.get("interval_s", wait_s))
                     verdicts["valid" if verdict.get("valid") else "invalid"] += 1
                     print(json.dumps(verdict), flush=True)
                 except (AgentApiError, OSError) as exc:
@@ -118,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                     print(json.dumps({"error": str(exc)}), flush=True)
                 rounds += 1
                 if args.rounds == 0 or rounds < args.rounds:
-                    stop.wait(args.interval)
+                    stop.wait(wait_s)
     except AgentApiError as exc:
         raise UsageError(f"enrolment refused: {exc}") from None
     return (0 if verdicts["valid"] and not verdicts["invalid"] else 1), verdicts
@@ -143,7 +146,13 @@ def add_agent_parser(sub: argparse._SubParsersAction) -> None:
     quote.set_defaults(func=_tpm_errors(cmd_quote))
     run = cmds.add_parser("run", help="enrol with a Wattlease server, then answer challenges")
     run.add_argument("--server", required=True, help="e.g. https://wattlease.example")
-    run.add_argument("--interval", type=float, default=60.0, help="seconds between quotes")
+    run.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        help=f"seconds between quotes (default: the server's ATTESTATION_INTERVAL_S, "
+        f"else {DEFAULT_INTERVAL_S:.0f})",
+    )
     run.add_argument("--rounds", type=int, default=0, help="stop after N quotes (0: never)")
     run.add_argument("--alg", choices=["ecc", "rsa"], default="ecc")
     run.set_defaults(func=_tpm_errors(cmd_run))

@@ -52,6 +52,8 @@ def fabric_install_problem() -> str | None:
 
 
 def main() -> None:
+    # the checks and tests ask for development mode; a plain start is production-shaped
+    os.environ.setdefault("WATTLEASE_ENV", "development")
     step("ruff lint", [PY, "-m", "ruff", "check", "."])
     step("ruff format", [PY, "-m", "ruff", "format", "--check", "."])
     step("django checks", [PY, "manage.py", "check", "--fail-level", "WARNING"])

@@ -7,12 +7,16 @@ ImproperlyConfigured naming the variable, the value and what would be accepted.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+# what `manage.py check --deploy` accepts as a strong key
+MIN_SECRET_KEY_CHARS = 50
+MIN_SECRET_KEY_DISTINCT = 5
 TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off", ""}
 
@@ -44,6 +48,17 @@ def env_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = 
     if value < minimum or (maximum is not None and value > maximum):
         upper = "" if maximum is None else f" and at most {maximum}"
         raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}{upper}")
+    return value
+
+
+RATE_PATTERN = re.compile(r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A request rate as DRF's throttles read it: `<count>/<s|min|hour|day>`."""
+    value = os.environ.get(name, default).strip()
+    if not RATE_PATTERN.fullmatch(value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a rate; use e.g. 20/s or 600/min")
     return value
 
 
@@ -110,8 +125,12 @@ def secret_key(production: bool, data_dir: Path) -> str:
     """SECRET_KEY from the environment; in development, generated once into a local file."""
     key = os.environ.get("SECRET_KEY", "")
     if key:
-        if len(key) < 32:
-            raise ImproperlyConfigured("SECRET_KEY must be at least 32 characters long")
+        if len(key) < MIN_SECRET_KEY_CHARS or len(set(key)) < MIN_SECRET_KEY_DISTINCT:
+            raise ImproperlyConfigured(
+                f"SECRET_KEY must be at least {MIN_SECRET_KEY_CHARS} characters long with "
+                f"{MIN_SECRET_KEY_DISTINCT} different characters; generate one with: "
+                "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+            )
         return key
     if production:
         raise ImproperlyConfigured(

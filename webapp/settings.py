@@ -3,13 +3,17 @@ environment (see the configuration table in README.md) and is validated here."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
 
 from webapp.config import (
     database_from_url,
     env_bool,
     env_choice,
     env_int,
+    env_rate,
     env_str,
     redis_url,
     secret_key,
@@ -17,7 +21,8 @@ from webapp.config import (
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-WATTLEASE_ENV = env_choice("WATTLEASE_ENV", "development", ("development", "production"))
+# Production-shaped unless development is asked for (`make demo` and the tests ask).
+WATTLEASE_ENV = env_choice("WATTLEASE_ENV", "production", ("development", "production"))
 PRODUCTION = WATTLEASE_ENV == "production"
 DATA_DIR = Path(env_str("WATTLEASE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
 
@@ -33,6 +38,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -55,7 +61,20 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
+
+# Admin login lockout (django-axes): after ADMIN_LOGIN_FAILURES failed logins for one user
+# name from one address, that pair is refused (429) for ADMIN_LOCKOUT_S.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("ADMIN_LOGIN_FAILURES", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=env_int("ADMIN_LOCKOUT_S", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "webapp.urls"
 ASGI_APPLICATION = "webapp.asgi.application"
@@ -93,6 +112,15 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# The cache holds the API's request budgets: shared through Redis by every process when
+# REDIS_URL is set, per process otherwise.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
 
 LEDGER_BACKEND = env_choice("LEDGER_BACKEND", "embedded", ("embedded", "fabric"))
 LEDGER_PATH = Path(env_str("LEDGER_PATH", str(DATA_DIR / "ledger.sqlite3")))
@@ -101,6 +129,10 @@ TELEMETRY_SOURCE = env_choice("TELEMETRY_SOURCE", "replay", ("replay", "nvml"))
 # keeps a node leasable when its PCR policy sets no age of its own.
 ATTESTATION_INTERVAL_S = env_int("ATTESTATION_INTERVAL_S", 60, minimum=1)
 ATTESTATION_MAX_AGE_S = env_int("ATTESTATION_MAX_AGE_S", 300, minimum=1)
+# The lease worker: seconds between its passes, and wall seconds in one leased hour (3600;
+# a test or a demo shortens it).
+LEASE_WORKER_INTERVAL_S = env_int("LEASE_WORKER_INTERVAL_S", 5, minimum=1)
+LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -116,12 +148,32 @@ STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 LOGIN_URL = "/admin/login/"
 
+# Request bodies (JSON and forms alike) above this are refused with 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
+    "REQUEST_BODY_MAX_BYTES", 1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
+)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["webapp.tenancy.authentication.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["webapp.tenancy.authentication.HasTenantScope"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PARSER_CLASSES": ["webapp.core.api.parsers.BoundedJSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "webapp.core.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "webapp.core.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "webapp.core.api.throttling.ClientAddressRateThrottle",
+        "webapp.core.api.throttling.CallerRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "key": env_rate("API_RATE_PER_KEY", "20/s"),
+        "node": env_rate("AGENT_RATE_PER_NODE", "30/min"),
+        "ip": env_rate("API_RATE_PER_IP", "50/s"),
+        "auth_failure": env_rate("API_AUTH_FAILURES_PER_IP", "20/min"),
+    },
+    # Proxies in front of the server that append to X-Forwarded-For: 0 trusts no header
+    # and throttles by the connecting address.
+    "NUM_PROXIES": env_int("NUM_PROXIES", 0, maximum=10),
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -133,9 +185,16 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-if PRODUCTION:
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
+# HTTPS only in production: cookies, redirects and HSTS. Behind a proxy that terminates
+# TLS, BEHIND_TLS_PROXY=1 trusts its X-Forwarded-Proto (and only then: a client could send
+# the header itself).
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = PRODUCTION
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 365 * 24 * 3600 if PRODUCTION else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", PRODUCTION)
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {
     "version": 1,
@@ -149,7 +208,14 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "webapp.dashboard.finders.PlotlyJsFinder",
 ]
-DASHBOARD_LOGIN_REQUIRED = env_bool("DASHBOARD_LOGIN_REQUIRED", PRODUCTION)
+# The operator dashboard (every tenant's costs) needs a staff login; only a development
+# run may open it to anyone.
+DASHBOARD_LOGIN_REQUIRED = env_bool("DASHBOARD_LOGIN_REQUIRED", True)
+if PRODUCTION and not DASHBOARD_LOGIN_REQUIRED:
+    raise ImproperlyConfigured(
+        "DASHBOARD_LOGIN_REQUIRED=0 is refused when WATTLEASE_ENV=production; "
+        "the dashboard shows every tenant's costs"
+    )
 
 # PEM files (roots and intermediates) that EK certificates must chain to. The demo puts its
 # swtpm CA here; production points it at the TPM vendors' EK CAs.
@@ -160,3 +226,6 @@ TPM_EK_CA_DIR = Path(env_str("TPM_EK_CA_DIR", str(DATA_DIR / "tpm" / "ek-ca")))
 LEDGER_ORG = env_str("LEDGER_ORG", "Org1MSP")
 LEDGER_ORGS = tuple(o for o in env_str("LEDGER_ORGS", "Org1MSP,Org2MSP").split(",") if o)
 OUTBOX_BATCH = env_int("OUTBOX_BATCH", 100, minimum=1, maximum=10_000)
+# A relay that died mid-send leaves its rows "sending"; another relay takes them back after
+# this long (long enough that a live relay has surely collected their receipts).
+OUTBOX_STALE_CLAIM_S = env_int("OUTBOX_STALE_CLAIM_S", 120, minimum=1)

@@ -1,7 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView
 
+from webapp.core.api.docs import SwaggerView
 from webapp.dashboard import views as dashboard
 
 admin.site.site_header = "Wattlease operator console"
@@ -14,5 +15,7 @@ urlpatterns = [
     path("api/", include("webapp.leasing.api.urls")),
     path("api/agent/", include("webapp.attestation.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/docs/", SwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+handler404 = "webapp.core.api.errors.page_not_found"

@@ -110,7 +110,7 @@ def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
     challenge = fetch_challenge(api)
     nonce = bytes.fromhex(challenge["nonce"])
     evidence = agent.quote(ak, nonce, challenge["selection"])
-    return api.post(
+    verdict = api.post(
         "quote/",
         {
             "nonce": nonce.hex(),
@@ -122,6 +122,9 @@ def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
             },
         },
     )
+    if isinstance(challenge.get("interval_s"), (int, float)):
+        verdict["interval_s"] = challenge["interval_s"]
+    return verdict
 
 
 def load_or_enrol(agent: Agent, api: AgentApi, state: Path, alg: str = AK_ECC) -> AkKey:

@@ -9,6 +9,7 @@ import threading
 from dataclasses import dataclass
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -26,6 +27,14 @@ from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import ApiKey, Tenant
 
 CHALLENGE_RELAY_POLL_S = 0.05
+
+
+@pytest.fixture(autouse=True)
+def fresh_request_budgets():
+    """Throttle budgets live in the cache; each test starts with full ones."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @dataclass

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
 
+from webapp.attestation.service import node_for_token
+from webapp.core.models import AuditEvent
 from webapp.fleet.models import Node
+from webapp.outbox import records
 from webapp.outbox.models import OutboxEntry
+from webapp.outbox.relay import relay_once
+from webapp.tenancy.models import ApiKey
 
 WEBAPP_APPS = ("core", "tenancy", "fleet", "attestation", "leasing", "outbox")
 INTERNAL = {"EnrolmentSession", "Nonce"}  # short-lived protocol state, not for operators
@@ -50,5 +59,89 @@ def test_operator_issues_a_node_credential_shown_once(operator, fleet):
         {"action": "issue_credential", "_selected_action": [fleet.node.pk]},
         follow=True,
     )
-    assert "WATTLEASE_NODE_CREDENTIAL=wn_" in response.content.decode()
-    assert Node.objects.get(pk=fleet.node.pk).credential_digest
+    page = response.content.decode()
+    assert "WATTLEASE_NODE_CREDENTIAL=wn_" in page
+    token = re.search(r"WATTLEASE_NODE_CREDENTIAL=(wn_[\w.-]+)", page).group(1)
+    assert node_for_token(token) == Node.objects.get(pk=fleet.node.pk)
+    assert_shown_once(response, token)
+
+
+def assert_shown_once(response, secret: str) -> None:
+    """On the page only: no messages cookie carries it, and nothing may cache the page."""
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    for cookie in response.cookies.values():
+        assert secret not in cookie.value
+        assert secret.split(".")[-1] not in cookie.value
+    assert "messages" not in response.cookies
+
+
+def test_operator_issues_an_api_key_shown_once_and_audited(operator, tenant):
+    response = operator.post(
+        "/admin/tenancy/tenant/", {"action": "issue_write_key", "_selected_action": [tenant.pk]}
+    )
+    token = re.search(r"<code>(wl_[\w.-]+)</code>", response.content.decode()).group(1)
+    assert_shown_once(response, token)
+    key = ApiKey.objects.get(tenant=tenant)
+    assert key.scope == ApiKey.WRITE and token not in (key.digest, key.prefix)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert client.get("/api/leases/").status_code == 200
+    event = AuditEvent.objects.get(action="api_key.issued")
+    assert (event.actor, event.object_id) == ("op", str(key.pk))
+    assert token not in json.dumps(event.data)
+
+
+def test_operator_revokes_an_api_key_and_it_is_audited(operator, owner):
+    key = ApiKey.objects.get(tenant=owner.tenant)
+    operator.post("/admin/tenancy/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
+    assert ApiKey.objects.get(pk=key.pk).revoked
+    assert owner.client.get("/api/leases/").status_code == 401
+    assert AuditEvent.objects.filter(action="api_key.revoked", object_id=str(key.pk)).exists()
+
+
+def test_quarantine_is_an_action_with_an_audit_row(operator, fleet):
+    operator.post(
+        "/admin/fleet/node/", {"action": "quarantine", "_selected_action": [fleet.node.pk]}
+    )
+    assert Node.objects.get(pk=fleet.node.pk).status == Node.QUARANTINED
+    event = AuditEvent.objects.get(action="node.quarantined")
+    assert event.data == {"previous": Node.ACTIVE}
+    operator.post(
+        "/admin/fleet/node/", {"action": "quarantine", "_selected_action": [fleet.node.pk]}
+    )
+    assert AuditEvent.objects.filter(action="node.quarantined").count() == 1  # once
+
+
+SETTLE_UNKNOWN = {
+    "lease_id": "00000000-0000-4000-8000-000000000000",
+    "interval_seq": 0,
+    "attributed_mj": 1,
+    "measured_mj": 1,
+    "tariff_micro_per_kwh": 1,
+    "amount_micro": 0,
+    "telemetry_digest": "00" * 32,
+}
+
+
+def test_dead_letters_are_listed_and_sent_again(operator, ledger):
+    entry = records.enqueue("test:settle-unknown", "Settle", SETTLE_UNKNOWN)
+    assert relay_once(ledger) == {"rejected": 1}  # the contract knows no such lease
+    listed = operator.get("/admin/outbox/outboxentry/?dead=rejected").content.decode()
+    assert "test:settle-unknown" in listed
+    operator.post("/admin/outbox/outboxentry/", {"action": "retry", "_selected_action": [entry.pk]})
+    assert OutboxEntry.objects.get(pk=entry.pk).status == OutboxEntry.PENDING
+    assert AuditEvent.objects.filter(action="outbox.retried", object_id=str(entry.pk)).exists()
+    assert relay_once(ledger) == {"rejected": 1}  # sent again (and refused again)
+
+
+def test_a_refusal_the_domain_acted_on_is_not_retried(operator, db):
+    entry = records.enqueue("test:create", "CreateLease", {"lease_id": "x"})
+    OutboxEntry.objects.filter(pk=entry.pk).update(status=OutboxEntry.REJECTED)
+    response = operator.post(
+        "/admin/outbox/outboxentry/",
+        {"action": "retry", "_selected_action": [entry.pk]},
+        follow=True,
+    )
+    assert "already acted on" in response.content.decode()
+    assert OutboxEntry.objects.get(pk=entry.pk).status == OutboxEntry.REJECTED

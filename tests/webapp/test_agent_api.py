@@ -4,9 +4,11 @@ Enrolment, quotes, and every refusal recorded with its reason."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
+import time
 from datetime import timedelta
 
 import pytest
@@ -20,7 +22,7 @@ from tests.webapp.conftest import set_golden_values
 from webapp.attestation import service
 from webapp.attestation.models import Attestation
 from webapp.core.models import AuditEvent
-from webapp.fleet.models import Node
+from webapp.fleet.models import Node, PcrPolicy
 from webapp.outbox.models import OutboxEntry
 
 
@@ -180,12 +182,16 @@ def test_revoked_ak_must_enrol_again(fleet, agent, api):
     with pytest.raises(AgentApiError) as refused:
         attest_once(agent, api, ak)
     assert refused.value.body["reasons"][0]["code"] == "not_enrolled"
+    assert refused.value.body["code"] == "attestation.refused"
+    assert "not_enrolled" in refused.value.body["detail"]
     assert OutboxEntry.objects.filter(function="RevokeAK").exists()
 
 
 def test_nodes_without_a_fresh_good_quote_go_stale(fleet):
     node = fleet.node
-    node.last_good_attestation = timezone.now() - timedelta(seconds=node.pcr_policy.max_age_s + 1)
+    node.last_good_attestation = timezone.now() - timedelta(
+        seconds=node.pcr_policy.effective_max_age_s() + 1
+    )
     node.save()
     assert service.mark_stale() == 1
     assert Node.objects.get(pk=node.pk).trust == Node.STALE
@@ -219,3 +225,34 @@ def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, 
     assert result.returncode == 0, result.stdout + result.stderr
     assert Attestation.objects.filter(node=fleet.node, valid=True).count() == 2
     assert Node.objects.get(pk=fleet.node.pk).trust == Node.TRUSTED
+
+
+def test_a_policy_without_an_age_of_its_own_uses_attestation_max_age_s(fleet, settings):
+    settings.ATTESTATION_MAX_AGE_S = 60
+    PcrPolicy.objects.filter(pk=fleet.node.pcr_policy_id).update(max_age_s=None)
+    node = Node.objects.get(pk=fleet.node.pk)
+    node.last_good_attestation = timezone.now() - timedelta(seconds=50)
+    node.save()
+    assert service.mark_stale() == 0
+    node.last_good_attestation = timezone.now() - timedelta(seconds=61)
+    node.save()
+    assert service.mark_stale() == 1
+
+
+def test_the_agent_quotes_as_often_as_attestation_interval_s_says(
+    fleet, tpm, api, tmp_path, settings
+):
+    settings.ATTESTATION_INTERVAL_S = 1  # the agent's own default would be 60 s
+    env = {**os.environ, "WATTLEASE_NODE_CREDENTIAL": api.token}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "attest", "agent", "--tcti", tpm.tcti,
+         "--state", str(tmp_path / "agent.json"),
+         "run", "--server", api.server, "--rounds", "3"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stdout + result.stderr
+    verdicts = [json.loads(line) for line in result.stdout.splitlines() if "interval_s" in line]
+    assert [(v["valid"], v["interval_s"]) for v in verdicts] == [(True, 1)] * 3
+    assert 2 <= elapsed < 30  # two waits of the server's 1 s, not the default 60 s

@@ -12,7 +12,7 @@ from webapp.leasing import actions
 from webapp.leasing.models import Lease
 from webapp.tenancy.models import ApiKey
 
-REQUEST = {"gpu_count": 2, "precision": "BF16", "hours": "1.50", "priority": 1}
+REQUEST = {"gpu_count": 2, "precision": "BF16", "hours": "1.50", "priority": 0}
 
 
 def test_it_works(owner):
@@ -54,7 +54,8 @@ def test_illegal_transition_is_a_clear_400(owner):
     lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
     refused = owner.client.post(f"/api/leases/{lease_id}/end/")
     assert refused.status_code == 400
-    assert "cannot go from 'requested' to 'ending'" in refused.json()["state"]
+    assert refused.json()["code"] == "lease.state"
+    assert "cannot go from 'requested' to 'ending'" in refused.json()["detail"]
 
 
 def test_bad_request_names_the_field(owner):
@@ -62,7 +63,7 @@ def test_bad_request_names_the_field(owner):
         "/api/leases/", {**REQUEST, "gpu_count": 0, "precision": "FP4"}, format="json"
     )
     assert response.status_code == 400
-    assert set(response.json()) == {"gpu_count", "precision"}
+    assert set(response.json()["fields"]) == {"gpu_count", "precision"}
     assert not Lease.objects.exists()
 
 

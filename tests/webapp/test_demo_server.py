@@ -21,7 +21,13 @@ START_TIMEOUT_S = 90
 
 def demo_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    return {**env, "WATTLEASE_DATA_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    return {
+        **env,
+        "WATTLEASE_ENV": "development",  # the demo asks for development, as `make demo` does
+        "DASHBOARD_LOGIN_REQUIRED": "0",  # and opens its dashboard to the test's browser
+        "WATTLEASE_DATA_DIR": str(tmp_path),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def get(url: str) -> tuple[int, str]:

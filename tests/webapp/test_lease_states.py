@@ -126,3 +126,10 @@ def test_request_rejects_bad_sizes(tenant, field, value):
     with pytest.raises(actions.LeaseError, match=field):
         actions.request_lease(tenant, actor=ACTOR, **args)
     assert not Lease.objects.exists()
+
+
+@pytest.mark.parametrize("state", sorted(set(states.TRANSITIONS) - states.MIGRATES_FROM))
+def test_only_an_active_lease_migrates(state):
+    with pytest.raises(states.IllegalMigration, match=f"is {state}; only an active lease"):
+        states.check_migration(1, state)
+    states.check_migration(1, states.ACTIVE)

@@ -36,7 +36,8 @@ def test_attestation_lease_and_settlement_reach_the_ledger(fleet, tenant, attest
     assert attested_node.ledger_tx  # the contract re-verified the quote and recorded it
     lease = place(tenant, fleet.gpus[:2], [attested_node])
     assert relay_once(ledger) == {"done": 1}
-    actions.activate_lease(lease, actor=ACTOR)
+    # the ledger holds the contract: the relay's reaction started the lease
+    assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
     actions.end_lease(lease, actor=ACTOR)
     interval = line(lease, watts=300)
     amount = interval.line.total_micro
@@ -78,7 +79,7 @@ def test_relay_retries_are_idempotent(fleet, tenant, attested_node, ledger):
     entry.status = OutboxEntry.PENDING  # as if the worker died before recording the receipt
     entry.save()
     assert relay_once(ledger) == {"done": 1}  # the ledger answers with what it has
-    assert Lease.objects.get(pk=lease.pk).state == states.PLACED
+    assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE  # started once, still running
     # a second transaction answered from the stored record; the chain holds one lease
     assert OutboxEntry.objects.get(function="CreateLease").tx_id != first_tx
     history = ledger.evaluate("GetHistory", f'{{"key": "lease:{lease.ledger_id}"}}')
@@ -135,14 +136,14 @@ def test_rows_about_one_lease_commit_in_order_within_one_relay_pass(
 ):
     lease = place(tenant, fleet.gpus[:2], [attested_node])
     assert relay_once(ledger) == {"done": 1}
-    actions.activate_lease(lease, actor=ACTOR)
+    assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
     actions.end_lease(lease, actor=ACTOR)
     actions.settle_lease(lease, [line(lease)], actor=ACTOR)
     again = place(tenant, fleet.gpus[:2], [attested_node])  # the GPUs EndLease frees
     assert relay_once(ledger) == {"done": 3}  # EndLease, Settle, CreateLease: none refused
     (end,), (settle,) = _blocks("EndLease"), _blocks("Settle")
     assert end < settle and end < _blocks("CreateLease")[1]
-    assert Lease.objects.get(pk=again.pk).state == states.PLACED
+    assert Lease.objects.get(pk=again.pk).state == states.ACTIVE
     call_command("ledger_verify")
 
 
@@ -183,10 +184,11 @@ def test_which_rows_must_wait_for_each_other():
 def test_claims_never_overlap_and_stale_claims_come_back(db):
     from datetime import timedelta
 
+    from django.conf import settings
     from django.utils import timezone
 
     from webapp.outbox.records import enqueue
-    from webapp.outbox.relay import STALE_CLAIM_S, claim
+    from webapp.outbox.relay import claim
 
     rows = [enqueue(f"k{i}", "RevokeAK", {"node_id": f"n{i}", "reason": ""}) for i in range(5)]
     first, second = claim(2), claim(10)
@@ -195,5 +197,5 @@ def test_claims_never_overlap_and_stale_claims_come_back(db):
     assert claim(10) == []  # everything is claimed
     assert len({r.claimed_by for r in first + second}) == 2  # one token per claim
     # a worker died holding the first claim: its rows are reclaimed once stale
-    later = timezone.now() + timedelta(seconds=STALE_CLAIM_S + 1)
+    later = timezone.now() + timedelta(seconds=settings.OUTBOX_STALE_CLAIM_S + 1)
     assert [r.pk for r in claim(10, now=later)] == [r.pk for r in rows]

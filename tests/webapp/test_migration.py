@@ -23,6 +23,7 @@ from webapp.leasing.models import Lease
 from webapp.leasing.scheduling import place_requested, settle_closed
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
+from webapp.tenancy.models import Tenant
 
 ACTOR = "test"
 
@@ -59,6 +60,8 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     assert attest_once(agent, api, ak)["valid"]
     relay_once(ledger)
     # fill the H100s so the lease lands on the A100s first
+    Tenant.objects.filter(pk=tenant.pk).update(max_priority=9)
+    tenant.refresh_from_db()
     blocker = actions.request_lease(
         tenant, gpu_count=4, precision="FP16", hours=Decimal(1), priority=9, actor=ACTOR
     )
@@ -70,9 +73,8 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     assert {g.generation.catalogue_id for g in blocker.gpus.all()} == {"H100-SXM5-80GB"}
     lease.refresh_from_db()
     assert {g.generation.catalogue_id for g in lease.gpus.all()} == {"A100-SXM4-80GB"}
-    relay_once(ledger)
-    actions.activate_lease(lease, actor=ACTOR)
-    actions.activate_lease(blocker, actor=ACTOR)
+    relay_once(ledger)  # the ledger commits both contracts: both leases start
+    assert {Lease.objects.get(pk=pk).state for pk in (lease.pk, blocker.pk)} == {states.ACTIVE}
     actions.end_lease(blocker, actor=ACTOR)
     settle_closed(actor=ACTOR)
     relay_once(ledger)
@@ -131,7 +133,7 @@ def test_migration_to_the_same_generation_is_refused(fleet, tenant, owner, agent
     )
     place_requested(actor=ACTOR)
     relay_once(ledger)
-    actions.activate_lease(Lease.objects.get(pk=lease.pk), actor=ACTOR)
+    assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
     refused = owner.client.post(
         f"/api/leases/{lease.pk}/migrate/", {"generation": "A100-SXM4-80GB"}, format="json"
     )

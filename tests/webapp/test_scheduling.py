@@ -6,14 +6,23 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
+import pytest
+
 from ledger import money
 from ledger.terms import DEPLOYED as RATE_CARD
+from scheduler import api as scheduler
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from webapp.fleet.models import Node
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
-from webapp.leasing.scheduling import build_plan_input, place_requested, settlement_of
+from webapp.leasing.scheduling import (
+    apply_plan,
+    build_plan_input,
+    place_requested,
+    settlement_of,
+)
+from webapp.tenancy.models import Tenant
 
 ACTOR = "test"
 
@@ -54,6 +63,7 @@ def test_unattested_gpus_are_never_placed(fleet, tenant):
 
 
 def test_higher_priority_preempts_and_the_preempted_lease_is_kept(fleet, tenant, attested_node):
+    grant_priority(tenant, 5)
     low = request(tenant, gpus=4, priority=0)
     place_requested(actor=ACTOR)
     high = request(tenant, gpus=4, priority=5)
@@ -67,6 +77,37 @@ def test_higher_priority_preempts_and_the_preempted_lease_is_kept(fleet, tenant,
     premium = RATE_CARD.priority_premium_micro_per_gpu_hour
     assert high.terms["capacity_micro_per_gpu_hour"] == rate + premium
     assert Lease.objects.get(pk=low.pk).terms["capacity_micro_per_gpu_hour"] == rate
+
+
+def grant_priority(tenant: Tenant, level: int) -> None:
+    """What an operator does in the admin: raise the tenant's priority entitlement."""
+    tenant.max_priority = level
+    tenant.save(update_fields=["max_priority"])
+
+
+def test_priority_the_tenant_was_not_granted_is_refused_and_preempts_no_one(
+    fleet, tenant, attested_node
+):
+    running = request(tenant, gpus=4, priority=0)
+    place_requested(actor=ACTOR)
+    other = Tenant.objects.create(name="Tenant B", slug="tenant-b")
+    with pytest.raises(actions.LeaseError, match=r"priority=100 is above .* entitlement \(0\)"):
+        request(other, gpus=4, priority=100)
+    assert Lease.objects.filter(tenant=other).count() == 0
+    place_requested(actor=ACTOR)
+    assert Lease.objects.get(pk=running.pk).state == states.PLACED
+
+
+def test_a_lowered_grant_lowers_the_priority_the_scheduler_uses(fleet, tenant, attested_node):
+    running = request(tenant, gpus=4, priority=0)
+    place_requested(actor=ACTOR)
+    other = Tenant.objects.create(name="Tenant B", slug="tenant-b", max_priority=5)
+    waiting = request(other, gpus=4, priority=5)
+    grant_priority(other, 0)  # the operator withdraws the grant before the next pass
+    plan = place_requested(actor=ACTOR)
+    assert not plan.preempted
+    assert Lease.objects.get(pk=running.pk).state == states.PLACED
+    assert Lease.objects.get(pk=waiting.pk).state == states.REQUESTED
 
 
 def test_settlement_is_the_schedulers_line_from_the_terms_and_telemetry(
@@ -91,3 +132,23 @@ def test_settlement_is_the_schedulers_line_from_the_terms_and_telemetry(
         money.Terms.of(lease.terms), start_ms, start_ms + 60_000, settlement.measured_mj
     )
     assert settlement.line.settlement_micro > 0  # 500 W drawn, 400 W priced
+
+
+def test_overlapping_passes_skip_conflicts_and_never_double_book(fleet, tenant, attested_node):
+    first = request(tenant, gpus=2)
+    second = request(tenant, gpus=2)
+    # two workers plan the same queue at the same time ...
+    data, attested = build_plan_input()
+    stale = scheduler.plan_batch(data)
+    # ... one applies its plan, and the tenant cancels the second request meanwhile
+    place_requested(actor="worker-1")
+    actions.cancel_lease(Lease.objects.get(pk=second.pk), reason="by tenant", actor=ACTOR)
+    third = request(tenant, gpus=2)
+    skipped = apply_plan(stale, attested, actor="worker-2")  # does not raise
+    assert len(skipped) == 2 and all("place lease" in s for s in skipped)
+    assert Lease.objects.get(pk=first.pk).state == states.PLACED
+    assert Lease.objects.get(pk=second.pk).state == states.CANCELLED
+    place_requested(actor="worker-2")  # the next pass carries on with the rest of the queue
+    assert Lease.objects.get(pk=third.pk).state == states.PLACED
+    held = [g.pk for lease in Lease.objects.filter(state=states.PLACED) for g in lease.gpus.all()]
+    assert len(held) == len(set(held)) == 4

@@ -186,7 +186,7 @@ def _register(node: Node, session: EnrolmentSession, actor: str) -> None:
             ],
             "pcr_policy": {
                 "pcrs": node.pcr_policy.pcrs,
-                "max_age_s": node.pcr_policy.max_age_s,
+                "max_age_s": node.pcr_policy.effective_max_age_s(),
             },
         },
     )
@@ -315,7 +315,7 @@ def mark_stale(now=None) -> int:
     now = now or timezone.now()
     stale = 0
     for node in Node.objects.filter(trust=Node.TRUSTED).select_related("pcr_policy"):
-        limit = timedelta(seconds=node.pcr_policy.max_age_s)
+        limit = timedelta(seconds=node.pcr_policy.effective_max_age_s())
         if node.last_good_attestation is None or now - node.last_good_attestation > limit:
             with transaction.atomic():
                 Node.objects.filter(pk=node.pk, trust=Node.TRUSTED).update(trust=Node.STALE)

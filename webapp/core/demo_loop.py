@@ -1,8 +1,8 @@
-"""The demo's background activity, through the same code paths as production:
-tenants request leases (the only demo-only part: a seeded request pattern), the scheduler
-places and prices them, the outbox relay writes them to the embedded ledger, leases start
-once the ledger holds their contract, a replayed telemetry trace feeds the GPUs' readings,
-and leases that end are settled from that telemetry and written to the ledger too.
+"""The demo's background activity, through the same code paths as production: the
+lease worker's pass (webapp/leasing/lifecycle.py: placement, preemption, expiry,
+settlement), the outbox relay (whose reaction starts a lease once the ledger holds its
+contract) and the attestation watch, in one thread, plus a replayed telemetry trace. The
+only demo-only parts are a seeded pattern of tenant requests and occasional migrations.
 
 One demo "hour" of lease time passes in DEMO_HOUR_S seconds of wall time.
 """
@@ -18,7 +18,6 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections
-from django.utils import timezone
 
 from scheduler import api as scheduler
 from scheduler.telemetry.synthetic import SyntheticGpu
@@ -27,10 +26,10 @@ from webapp.core.demo_agents import signals_to_main_thread
 from webapp.fleet.models import GPU
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
+from webapp.leasing.lifecycle import run_pass
 from webapp.leasing.models import Lease
-from webapp.leasing.scheduling import migrate, place_requested, settle_closed
+from webapp.leasing.scheduling import migrate
 from webapp.outbox.ledger import close_ledger_client, ledger_client
-from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import Tenant
 
@@ -75,14 +74,13 @@ class DemoLoop(threading.Thread):
             close_ledger_client()
 
     def tick(self, client) -> None:
+        """The production workers' passes in one thread (attestation watch, lease worker,
+        relay), with the demo's random requests and migrations on top."""
         mark_stale()
         self.maybe_request()
-        place_requested(actor=ACTOR)
-        relay_once(client, settings.OUTBOX_BATCH)
-        self.activate_recorded()
+        run_pass(actor=ACTOR, hour_s=DEMO_HOUR_S)
+        relay_once(client, settings.OUTBOX_BATCH)  # a committed contract starts its lease
         self.maybe_migrate()
-        self.end_due()
-        settle_closed(actor=ACTOR)
         relay_once(client, settings.OUTBOX_BATCH)
 
     def maybe_request(self) -> None:
@@ -91,14 +89,18 @@ class DemoLoop(threading.Thread):
         if self.rng.random() > 0.6:
             return
         tenant = self.rng.choice(list(Tenant.objects.all()))
-        actions.request_lease(
-            tenant,
-            gpu_count=self.rng.choice([1, 1, 2, 2, 4, 8]),
-            precision=self.rng.choice(["FP16", "BF16", "FP32"]),
-            hours=Decimal(self.rng.choice(["0.5", "1", "2", "3"])),
-            priority=self.rng.choice([0, 0, 0, 1, 5]),
-            actor=ACTOR,
-        )
+        try:
+            actions.request_lease(
+                tenant,
+                gpu_count=self.rng.choice([1, 1, 2, 2, 4, 8]),
+                precision=self.rng.choice(["FP16", "BF16", "FP32"]),
+                hours=Decimal(self.rng.choice(["0.5", "1", "2", "3"])),
+                # only what an operator granted the tenant (the seed grants one of them 5)
+                priority=min(self.rng.choice([0, 0, 0, 1, 5]), tenant.max_priority),
+                actor=ACTOR,
+            )
+        except actions.LeaseError as refused:  # over the tenant's quota: a tenant would wait
+            log.info("demo request of %s refused: %s", tenant.slug, refused)
 
     def maybe_migrate(self) -> None:
         """Now and then, move a lease off an older generation onto a more efficient one
@@ -117,23 +119,8 @@ class DemoLoop(threading.Thread):
                 migrate(lease, target, actor=ACTOR)
                 log.info("lease %s moved to %s", lease.pk, target)
                 return
-            except actions.LeaseError:
+            except (actions.LeaseError, states.IllegalTransition):
                 continue
-
-    def activate_recorded(self) -> None:
-        """A lease starts only once the ledger holds its contract."""
-        for lease in Lease.objects.filter(state=states.PLACED):
-            recorded = OutboxEntry.objects.filter(
-                business_key=f"lease:{lease.ledger_id}:create", status=OutboxEntry.DONE
-            ).exists()
-            if recorded:
-                actions.activate_lease(lease, actor=ACTOR)
-
-    def end_due(self) -> None:
-        now = timezone.now()
-        for lease in Lease.objects.filter(state=states.ACTIVE, started__isnull=False):
-            if (now - lease.started).total_seconds() >= float(lease.hours) * DEMO_HOUR_S:
-                actions.end_lease(lease, actor=ACTOR)
 
     def replay(self) -> None:
         """Generate a Q2-profile trace for the fleet, replay it in real time, repeat."""

@@ -12,6 +12,7 @@ from django.db import transaction
 from ledger.terms import DEPLOYED as RATE_CARD
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
+from webapp.tenancy.actions import issue_api_key
 from webapp.tenancy.models import ApiKey, Tenant
 
 # name, PUE, tariff (micro-units per kWh): the rate card's sites, which the ledger checks
@@ -28,6 +29,8 @@ NODES = [
     ("a100-ams-02", 1, "A100-PCIE-80GB", 8),
 ]
 TENANTS = ["Aurora Labs", "Basalt AI", "Cirrus Genomics"]
+SEED_ACTOR = "demo seed"
+PRIORITY_GRANTS = {"Aurora Labs": 5}  # the operator's grant: only Aurora may preempt
 OPERATOR = "operator"
 
 
@@ -69,8 +72,10 @@ def seed_demo() -> SeedResult:
     keys = {}
     for name in TENANTS:
         slug = name.lower().replace(" ", "-")
-        tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
-        _, keys[name] = ApiKey.issue(tenant, scope=ApiKey.WRITE, name="demo key")
+        tenant, _ = Tenant.objects.get_or_create(
+            slug=slug, defaults={"name": name, "max_priority": PRIORITY_GRANTS.get(name, 0)}
+        )
+        _, keys[name] = issue_api_key(tenant, scope=ApiKey.WRITE, name="demo key", actor=SEED_ACTOR)
     password = None
     user_model = get_user_model()
     if not user_model.objects.filter(username=OPERATOR).exists():

@@ -4,16 +4,17 @@
 from __future__ import annotations
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.conf import settings
 
 from webapp.core.events import DASHBOARD_GROUP
+from webapp.dashboard.access import may_view
+
+FORBIDDEN_CLOSE_CODE = 4403
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
-        user = self.scope.get("user")
-        if settings.DASHBOARD_LOGIN_REQUIRED and not (user and user.is_authenticated):
-            await self.close(code=4403)
+        if not may_view(self.scope.get("user")):
+            await self.close(code=FORBIDDEN_CLOSE_CODE)
             return
         await self.channel_layer.group_add(DASHBOARD_GROUP, self.channel_name)
         await self.accept()

@@ -1,5 +1,7 @@
-from django.contrib import admin, messages
+from django.contrib import admin
 
+from webapp.core.secrets_page import show_once
+from webapp.fleet.actions import quarantine_node
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site, TelemetrySample
 
 
@@ -35,7 +37,7 @@ class SiteAdmin(admin.ModelAdmin):
 
 @admin.register(PcrPolicy)
 class PcrPolicyAdmin(admin.ModelAdmin):
-    list_display = ("name", "max_age_s")
+    list_display = ("name", "max_age_s", "effective_max_age_s")
     search_fields = ("name",)
 
 
@@ -57,11 +59,14 @@ class NodeAdmin(admin.ModelAdmin):
     def issue_credential(self, request, queryset):
         from webapp.attestation.service import issue_node_credential
 
-        for node in queryset:
-            token = issue_node_credential(node, actor=str(request.user))
-            self.message_user(
-                request, f"{node}: WATTLEASE_NODE_CREDENTIAL={token}", messages.WARNING
+        issued = [
+            (
+                str(node),
+                f"WATTLEASE_NODE_CREDENTIAL={issue_node_credential(node, actor=str(request.user))}",
             )
+            for node in queryset
+        ]
+        return show_once(request, "Node agent credentials", issued)
 
     @admin.action(description="Revoke the AK (the agent must enrol again)")
     def revoke_ak(self, request, queryset):
@@ -73,11 +78,9 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Quarantine (no new leases)")
     def quarantine(self, request, queryset):
-        from webapp.core.events import audit
-
         for node in queryset:
-            Node.objects.filter(pk=node.pk).update(status=Node.QUARANTINED)
-            audit(str(request.user), "node.quarantined", node)
+            quarantine_node(node, actor=str(request.user))
+        self.message_user(request, f"quarantined {queryset.count()} node(s)")
 
 
 @admin.register(GPU)

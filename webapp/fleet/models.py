@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
@@ -57,7 +58,11 @@ class PcrPolicy(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     pcrs = models.JSONField(help_text='{"sha256": {"0": "<hex>", "2": "<hex>", "7": "<hex>"}}')
-    max_age_s = models.PositiveIntegerField(default=300)
+    max_age_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="seconds a good quote keeps a node leasable; empty: ATTESTATION_MAX_AGE_S",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -66,6 +71,10 @@ class PcrPolicy(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def effective_max_age_s(self) -> int:
+        """The policy's own age limit, or the deployment's ATTESTATION_MAX_AGE_S."""
+        return self.max_age_s or settings.ATTESTATION_MAX_AGE_S
 
     def clean(self) -> None:
         from attest.errors import PolicyError

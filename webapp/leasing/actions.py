@@ -16,7 +16,7 @@ from scheduler.api import IntervalSettlement
 from webapp.attestation.models import Attestation
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet.models import GPU
-from webapp.leasing import states
+from webapp.leasing import entitlements, states
 from webapp.leasing.models import Lease, Settlement
 from webapp.outbox import records
 from webapp.tenancy.models import Tenant
@@ -26,7 +26,12 @@ MAX_LEASE_HOURS = Decimal(24 * 366)
 
 
 class LeaseError(Exception):
-    """A lease action was refused; the message says why. Nothing was changed."""
+    """A lease action was refused; the message says why and `code` names the rule.
+    Nothing was changed."""
+
+    def __init__(self, message: str, *, code: str = "lease.refused") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class GpuUnavailable(LeaseError):
@@ -49,6 +54,11 @@ def request_lease(
     if not Decimal(0) < Decimal(hours) <= MAX_LEASE_HOURS:
         raise LeaseError(f"hours={hours} must be positive and at most {MAX_LEASE_HOURS}")
     with transaction.atomic():
+        tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
+        try:
+            entitlements.check_request(tenant, gpu_count=gpu_count, priority=priority)
+        except entitlements.EntitlementRefused as refused:
+            raise LeaseError(str(refused), code=refused.code) from None
         lease = Lease.objects.create(
             tenant=tenant,
             gpu_count=gpu_count,
@@ -166,8 +176,14 @@ def fail_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
 
 
 def cancel_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
+    """Withdraw a lease that has not started. A placed one already has its contract on the
+    way to the ledger, so the ledger is told it ended too (and frees its GPUs there)."""
     with transaction.atomic():
-        return _transition(lease.pk, states.CANCELLED, actor, reason=reason)
+        placed = Lease.objects.filter(pk=lease.pk, state=states.PLACED).exists()
+        lease = _transition(lease.pk, states.CANCELLED, actor, reason=reason)
+        if placed:
+            records.lease_ended(lease)
+    return lease
 
 
 def _record_settlement(lease: Lease, interval: IntervalSettlement) -> Settlement:
@@ -219,8 +235,7 @@ def migrate_lease(
     the old terms, the rest of the lease runs (and is later settled) at the new ones."""
     with transaction.atomic():
         lease = Lease.objects.select_for_update().get(pk=lease.pk)
-        if lease.state != states.ACTIVE:
-            raise LeaseError(f"lease {lease.pk} is {lease.state}; only an active lease migrates")
+        states.check_migration(lease.pk, lease.state)
         old = {g.generation_id for g in lease.gpus.all()}
         if any(g.generation_id in old for g in gpus):
             raise LeaseError(f"lease {lease.pk} must move to another generation")

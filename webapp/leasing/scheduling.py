@@ -9,6 +9,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
 from ledger.money import MS_PER_HOUR, from_micro
@@ -19,6 +20,7 @@ from webapp.attestation.models import Attestation
 from webapp.fleet.models import GPU, Node, Site
 from webapp.fleet.telemetry import latest_by_gpu, samples_between
 from webapp.leasing import actions, states
+from webapp.leasing.entitlements import effective_priority
 from webapp.leasing.models import Lease
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,9 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     attested = _attested_nodes()
     holding = {
         lease.pk: lease
-        for lease in Lease.objects.filter(state__in=states.HOLDS_GPUS).prefetch_related("gpus")
+        for lease in Lease.objects.filter(state__in=states.HOLDS_GPUS)
+        .select_related("tenant")
+        .prefetch_related("gpus")
     }
     busy = {gpu.pk for lease in holding.values() for gpu in lease.gpus.all()}
     latest = latest_by_gpu()
@@ -71,7 +75,11 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
         for s in Site.objects.all()
     ]
     leases = [
-        {"id": str(pk), "gpus": [g.uuid for g in lease.gpus.all()], "priority": lease.priority}
+        {
+            "id": str(pk),
+            "gpus": [g.uuid for g in lease.gpus.all()],
+            "priority": effective_priority(lease),
+        }
         for pk, lease in holding.items()
         if lease.state in (states.PLACED, states.ACTIVE)
     ]
@@ -81,11 +89,13 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
             "gpus": lease.gpu_count,
             "precision": lease.precision,
             "hours": str(lease.hours),
-            "priority": lease.priority,
+            "priority": effective_priority(lease),
             "min_memory_gb": lease.min_memory_gb,
             "single_node": lease.single_node,
         }
-        for lease in Lease.objects.filter(state=states.REQUESTED).order_by("created")
+        for lease in Lease.objects.filter(state=states.REQUESTED)
+        .select_related("tenant")
+        .order_by("created")
     ]
     return {"sites": sites, "gpus": gpus, "leases": leases, "jobs": jobs}, attested
 
@@ -104,7 +114,7 @@ def _terms(
         load_catalogue(),
         RATE_CARD,
         site=RATE_CARD.site_code(gpus[0].node.site.name),
-        priority=lease.priority,
+        priority=effective_priority(lease),
         start_ms=int(start.timestamp() * 1000),
     )
     return {
@@ -119,9 +129,34 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     left out keeps its request with the scheduler's reason."""
     data, attested = build_plan_input()
     plan = scheduler.plan_batch(data)
+    apply_plan(plan, attested, actor=actor)
+    return plan
+
+
+def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor: str) -> list[str]:
+    """Apply each step of `plan` through the leasing actions. Passes may overlap (several
+    lease workers, or an operator's action in between): a step the database no longer
+    allows (the lease moved on, a GPU was taken) is skipped with its reason, and the rest
+    of the pass goes on. Returns the skipped steps' reasons."""
+    skipped: list[str] = []
+
+    def attempt(step: str, do: Any) -> None:
+        try:
+            do()
+        except (states.IllegalTransition, actions.LeaseError) as conflict:
+            log.info("placement pass: skipped %s: %s", step, conflict)
+            skipped.append(f"{step}: {conflict}")
+
     for preemption in plan.preempted:
+        # the preempting tenant's priority premium (the billing model, ledger/money.py) is
+        # charged here, where the preemption is decided
         lease = Lease.objects.get(pk=int(preemption.lease))
-        actions.preempt_lease(lease, reason=f"preempted by lease {preemption.by_job}", actor=actor)
+        attempt(
+            f"preempt lease {lease.pk}",
+            lambda lease=lease, by=preemption.by_job: actions.preempt_lease(
+                lease, reason=f"preempted by lease {by}", actor=actor
+            ),
+        )
     by_uuid = {
         g.uuid: g
         for g in GPU.objects.filter(uuid__in=[uuid for p in plan.placements for uuid in p.gpus])
@@ -130,13 +165,17 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     for placement in plan.placements:
         lease = Lease.objects.get(pk=int(placement.job))
         gpus = [by_uuid[uuid] for uuid in placement.gpus]
-        terms = _terms(placement, lease, gpus, attested, now)
-        actions.place_lease(lease, gpus, **terms, actor=actor)
+        attempt(
+            f"place lease {lease.pk}",
+            lambda lease=lease, gpus=gpus, placement=placement: actions.place_lease(
+                lease, gpus, **_terms(placement, lease, gpus, attested, now), actor=actor
+            ),
+        )
     for unplaced in plan.unplaced:
         Lease.objects.filter(pk=int(unplaced.job), state=states.REQUESTED).update(
             reason=f"waiting: {unplaced.reason}"
         )
-    return plan
+    return skipped
 
 
 def settlement_of(
@@ -169,18 +208,24 @@ def settle_closed(*, actor: str) -> int:
         started__isnull=False,
         ended__isnull=False,
     )
-    for lease in closing:
+    for lease_id in list(closing.values_list("pk", flat=True)):
         try:
-            actions.settle_lease(lease, [settlement_of(lease, final=True)], actor=actor)
+            with transaction.atomic():
+                # claim: a lease another worker is settling is skipped, not waited for
+                lease = closing.select_for_update(skip_locked=True).filter(pk=lease_id).first()
+                if lease is None:
+                    continue  # settled meanwhile, or another worker holds it
+                actions.settle_lease(lease, [settlement_of(lease, final=True)], actor=actor)
             done += 1
         except Exception:
-            log.exception("could not settle lease %s", lease.pk)
+            log.exception("could not settle lease %s", lease_id)
     return done
 
 
 def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     """Move an active lease to free, attested GPUs of `generation`, chosen and priced by the
     scheduler for the work that is left; the interval so far is settled at the old terms."""
+    states.check_migration(lease.pk, lease.state)  # before reading its running interval
     data, attested = build_plan_input()
     elapsed_h = Decimal((timezone.now() - lease.interval_started).total_seconds()) / 3600
     planned_h = Decimal(lease.terms["planned_ms"]) / MS_PER_HOUR
@@ -194,7 +239,7 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
             "gpus": lease.gpu_count,
             "precision": lease.precision,
             "hours": str(remaining),
-            "priority": lease.priority,
+            "priority": effective_priority(lease),
             "min_memory_gb": lease.min_memory_gb,
             "single_node": lease.single_node,
         }

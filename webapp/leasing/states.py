@@ -37,6 +37,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 HOLDS_GPUS = frozenset({PLACED, ACTIVE, ENDING})
+# A migration moves a running lease to other GPUs and keeps its state.
+MIGRATES_FROM = frozenset({ACTIVE})
 TERMINAL = frozenset({SETTLED, CANCELLED})
 
 
@@ -56,3 +58,17 @@ class IllegalTransition(Exception):
 def check(lease_id: object, current: str, target: str) -> None:
     if target not in TRANSITIONS.get(current, frozenset()):
         raise IllegalTransition(lease_id, current, target)
+
+
+class IllegalMigration(IllegalTransition):
+    """A migration of a lease that is not running; nothing was changed."""
+
+    def __init__(self, lease_id: object, current: str) -> None:
+        Exception.__init__(self, f"lease {lease_id} is {current}; only an active lease migrates")
+        self.current = current
+        self.target = current
+
+
+def check_migration(lease_id: object, current: str) -> None:
+    if current not in MIGRATES_FROM:
+        raise IllegalMigration(lease_id, current)

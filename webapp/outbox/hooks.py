@@ -1,64 +1,67 @@
-"""What the relay does around each contract function: resolve references to other ledger
-records just before sending (`prepare`), and tell the domain what the ledger decided
-(`committed`, `rejected`). One place per function, so the relay itself stays generic."""
+"""Reactions to the ledger, registered by the apps that own them. The outbox knows no
+domain app: an app registers, in its AppConfig.ready(), what to do just before a row is
+sent (`on_prepare`: resolve references to other ledger records) and what to do once the
+ledger decided (`on_committed`, `on_rejected`, per contract function). The relay calls
+`prepare`, `committed` and `rejected` inside the transaction that records the outcome."""
 
 from __future__ import annotations
 
-import json
+from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from chaincode_client.interface import Receipt
 from webapp.outbox.models import OutboxEntry
 
-ATTESTATION_REFS = "_attestation_pks"  # args key holding Django ids, resolved to ledger ids
+Prepare = Callable[[dict[str, Any]], dict[str, Any]]
+Committed = Callable[[OutboxEntry, Receipt], None]
+Rejected = Callable[[OutboxEntry, str], None]
+
+_preparers: list[Prepare] = []
+_committed: dict[str, list[Committed]] = defaultdict(list)
+_rejected: dict[str, list[Rejected]] = defaultdict(list)
+
+
+class NotReady(Exception):
+    """A prerequisite of this row is not on the ledger yet; try it again later."""
+
+
+def _add(reactions: list, reaction: Callable) -> None:
+    if reaction not in reactions:  # ready() may run twice; a reaction runs once
+        reactions.append(reaction)
+
+
+def on_prepare(preparer: Prepare) -> None:
+    """`preparer(args) -> args` runs on every row before it is sent; raise NotReady to wait."""
+    _add(_preparers, preparer)
+
+
+def on_committed(function: str, reaction: Committed) -> None:
+    _add(_committed[function], reaction)
+
+
+def on_rejected(function: str, reaction: Rejected) -> None:
+    _add(_rejected[function], reaction)
+
+
+def reacts_to_rejection(function: str) -> bool:
+    """Whether some app acted on the ledger refusing `function` (then a retry would
+    contradict what the domain already did)."""
+    return bool(_rejected.get(function))
 
 
 def prepare(entry: OutboxEntry) -> dict[str, Any]:
-    from webapp.attestation.models import Attestation
-    from webapp.outbox.relay import NotReady
-
     args = dict(entry.args)
-    pks = args.pop(ATTESTATION_REFS, None)
-    if pks is not None:
-        tx_ids = dict(Attestation.objects.filter(pk__in=pks).values_list("pk", "ledger_tx"))
-        missing = [pk for pk in pks if not tx_ids.get(pk)]
-        if missing:
-            raise NotReady(f"attestations {missing} are not on the ledger yet")
-        args["attestation_ids"] = [tx_ids[pk] for pk in pks]
+    for preparer in _preparers:
+        args = preparer(args)
     return args
 
 
 def committed(entry: OutboxEntry, receipt: Receipt) -> None:
-    from webapp.attestation.models import Attestation
-    from webapp.leasing.models import Settlement
-
-    args = entry.args
-    if entry.function == "IssueChallenge":
-        from webapp.attestation.service import challenge_issued
-
-        challenge_issued(json.loads(receipt.payload))
-    elif entry.function == "RecordAttestation":
-        Attestation.objects.filter(node__name=args["node_id"], nonce=args["nonce"]).update(
-            ledger_tx=receipt.tx_id
-        )
-    elif entry.function == "Settle":
-        Settlement.objects.filter(
-            lease__ledger_id=args["lease_id"], seq=args["interval_seq"]
-        ).update(
-            ledger_tx=receipt.tx_id,
-            ledger_block=receipt.block_number,
-            validation_code=receipt.validation_code,
-        )
+    for reaction in _committed[entry.function]:
+        reaction(entry, receipt)
 
 
 def rejected(entry: OutboxEntry, message: str) -> None:
-    """The ledger is the source of truth: a lease it refused does not run."""
-    from webapp.leasing import actions, states
-    from webapp.leasing.models import Lease
-
-    if entry.function == "CreateLease":
-        lease = Lease.objects.filter(ledger_id=entry.args["lease_id"]).first()
-        if lease and states.FAILED in states.TRANSITIONS[lease.state]:
-            actions.fail_lease(
-                lease, reason=f"ledger refused the lease: {message}", actor="ledger-relay"
-            )
+    for reaction in _rejected[entry.function]:
+        reaction(entry, message)

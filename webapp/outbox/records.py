@@ -8,9 +8,11 @@ import uuid
 from typing import Any
 
 from ledger import billing
-from webapp.outbox.hooks import ATTESTATION_REFS
 from webapp.outbox.models import OutboxEntry
 
+# args key holding the Django ids of the attestations a lease relies on; the attestation
+# app's preparer (webapp/attestation/reactions.py) swaps them for ledger ids before sending
+ATTESTATION_REFS = "_attestation_pks"
 # Settlement fields the Settle arguments carry under the same names
 SETTLEMENT_FIGURES = billing.CLAIMED_RATES + billing.CLAIMED_AMOUNTS
 

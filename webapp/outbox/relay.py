@@ -27,6 +27,7 @@ import socket
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -45,14 +46,9 @@ from webapp.outbox.models import OutboxEntry
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 300
-STALE_CLAIM_S = 120  # a worker that died mid-send leaves "sending" rows; reclaim them
 ANY_GPU = "gpu:*"  # a function that frees GPUs (EndLease, MigrateLease) meets every GPU
 FREES_GPUS = ("EndLease", "MigrateLease")
 Waiting = tuple[tuple[datetime, int], set[str]]  # a row backing off: (created, id), subjects
-
-
-class NotReady(Exception):
-    """A prerequisite of this row is not on the ledger yet; try it again later."""
 
 
 def worker_id() -> str:
@@ -64,7 +60,8 @@ def claim(batch: int, now=None) -> list[OutboxEntry]:
     another worker claimed first is simply not among them)."""
     now = now or timezone.now()
     OutboxEntry.objects.filter(
-        status=OutboxEntry.SENDING, next_attempt__lt=now - timedelta(seconds=STALE_CLAIM_S)
+        status=OutboxEntry.SENDING,
+        next_attempt__lt=now - timedelta(seconds=settings.OUTBOX_STALE_CLAIM_S),
     ).update(status=OutboxEntry.PENDING)
     ready = OutboxEntry.objects.filter(status=OutboxEntry.PENDING).exclude(next_attempt__gt=now)
     ids = list(ready.order_by("created", "id").values_list("id", flat=True)[:batch])
@@ -201,7 +198,7 @@ class _Pipeline:
     def prepare(self, entry: OutboxEntry) -> dict[str, Any] | None:
         try:
             return hooks.prepare(entry)
-        except NotReady as wait:
+        except hooks.NotReady as wait:
             if self.in_flight:  # its prerequisite may be in flight: let it commit, then look
                 self.drain()
                 return self.prepare(entry)

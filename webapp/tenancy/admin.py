@@ -1,5 +1,7 @@
-from django.contrib import admin, messages
+from django.contrib import admin
 
+from webapp.core.secrets_page import show_once
+from webapp.tenancy.actions import issue_api_key, revoke_api_key
 from webapp.tenancy.models import ApiKey, Tenant
 
 
@@ -7,7 +9,7 @@ class ApiKeyInline(admin.TabularInline):
     model = ApiKey
     extra = 0
     fields = ("name", "prefix", "scope", "expires", "revoked", "created", "last_used")
-    readonly_fields = ("prefix", "created", "last_used")
+    readonly_fields = ("prefix", "revoked", "created", "last_used")  # revoke: the key's page
     can_delete = False
 
     def has_add_permission(self, request, obj=None):
@@ -16,7 +18,7 @@ class ApiKeyInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "created")
+    list_display = ("name", "slug", "max_gpus", "max_queued_requests", "max_priority", "created")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     readonly_fields = ("created",)
@@ -25,9 +27,17 @@ class TenantAdmin(admin.ModelAdmin):
 
     @admin.action(description="Issue a read/write API key (shown once)")
     def issue_write_key(self, request, queryset):
-        for tenant in queryset:
-            _, token = ApiKey.issue(tenant, scope=ApiKey.WRITE, name=f"issued by {request.user}")
-            self.message_user(request, f"{tenant}: {token}", messages.WARNING)
+        actor = str(request.user)
+        issued = [
+            (
+                str(tenant),
+                issue_api_key(tenant, scope=ApiKey.WRITE, name=f"issued by {actor}", actor=actor)[
+                    1
+                ],
+            )
+            for tenant in queryset
+        ]
+        return show_once(request, "New API keys", issued)
 
 
 @admin.register(ApiKey)
@@ -35,7 +45,14 @@ class ApiKeyAdmin(admin.ModelAdmin):
     list_display = ("__str__", "tenant", "scope", "expires", "revoked", "last_used")
     list_filter = ("scope", "revoked", "tenant")
     search_fields = ("prefix", "tenant__name", "name")
-    readonly_fields = ("prefix", "digest", "created", "last_used")
+    readonly_fields = ("prefix", "digest", "revoked", "created", "last_used")
+    actions = ["revoke"]
 
     def has_add_permission(self, request):
         return False
+
+    @admin.action(description="Revoke (the key stops working at once)")
+    def revoke(self, request, queryset):
+        for key in queryset:
+            revoke_api_key(key, actor=str(request.user))
+        self.message_user(request, f"revoked {queryset.count()} key(s)")

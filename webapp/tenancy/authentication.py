@@ -7,9 +7,11 @@ constant time. Every failure gives the same answer so a caller cannot probe for 
 from __future__ import annotations
 
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from webapp.core import tokens
+from webapp.core.api.throttling import KEY_SCOPE, AuthFailureBudget
 from webapp.tenancy.models import KEY_PREFIX, ApiKey
 
 LAST_USED_RESOLUTION_S = 60  # don't write last_used on every request
@@ -19,10 +21,12 @@ class TenantPrincipal:
     """The authenticated caller of the tenant API: a tenant acting through one key."""
 
     is_authenticated = True
+    throttle_scope = KEY_SCOPE
 
     def __init__(self, key: ApiKey) -> None:
         self.key = key
         self.tenant = key.tenant
+        self.throttle_ident = key.prefix
 
     def __str__(self) -> str:
         return f"key {KEY_PREFIX}_{self.key.prefix} of {self.tenant.slug}"
@@ -35,13 +39,17 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1").split()
         if not header or header[0] not in self.keywords:
             return None
+        failures = AuthFailureBudget(request)
+        failures.refuse_if_spent()
         if len(header) != 2:
+            failures.record()
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <key>'.")
         parsed = tokens.parse(KEY_PREFIX, header[1])
         key = None
         if parsed:
             key = ApiKey.objects.select_related("tenant").filter(prefix=parsed[0]).first()
         if key is None or not key.matches(parsed[1]) or not key.is_usable():
+            failures.record()
             raise exceptions.AuthenticationFailed("Invalid, revoked or expired API key.")
         now = timezone.now()
         if key.last_used is None or (now - key.last_used).total_seconds() > LAST_USED_RESOLUTION_S:
@@ -50,6 +58,20 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request):
         return "Bearer"
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema describes the key: a bearer token."""
+
+    target_class = ApiKeyAuthentication
+    name = "tenantApiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": f"{KEY_PREFIX}_<prefix>.<secret>",
+        }
 
 
 class HasTenantScope(permissions.BasePermission):

@@ -9,11 +9,27 @@ from webapp.core import tokens
 
 KEY_PREFIX = "wl"  # every key starts with this, so a leaked one is easy to grep for
 
+# What a tenant may hold and ask for until an operator grants more.
+DEFAULT_MAX_GPUS = 16  # GPUs held or waited for, over all its open leases
+DEFAULT_MAX_QUEUED_REQUESTS = 10  # leases waiting for placement
+DEFAULT_MAX_PRIORITY = 0  # above 0 a lease may preempt others: an operator's grant
+
 
 class Tenant(models.Model):
     name = models.CharField(max_length=100, unique=True)
     slug = models.SlugField(max_length=100, unique=True)
     created = models.DateTimeField(auto_now_add=True)
+    max_gpus = models.PositiveIntegerField(
+        default=DEFAULT_MAX_GPUS, help_text="GPUs this tenant may hold or wait for at once"
+    )
+    max_queued_requests = models.PositiveIntegerField(
+        default=DEFAULT_MAX_QUEUED_REQUESTS, help_text="lease requests that may wait at once"
+    )
+    max_priority = models.SmallIntegerField(
+        default=DEFAULT_MAX_PRIORITY,
+        help_text="highest priority this tenant's leases may ask for; above 0 they may "
+        "preempt lower-priority leases (and pay the priority premium)",
+    )
 
     class Meta:
         ordering = ["name"]

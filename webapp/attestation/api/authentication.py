@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from webapp.attestation.service import node_for_token
+from webapp.core.api.throttling import NODE_SCOPE, AuthFailureBudget
 from webapp.fleet.models import Node
 
 
 class NodePrincipal:
     is_authenticated = True
+    throttle_scope = NODE_SCOPE  # caps each node's attestation traffic
 
     def __init__(self, node: Node) -> None:
         self.node = node
+        self.throttle_ident = node.pk
 
     def __str__(self) -> str:
         return f"agent of {self.node.name}"
@@ -23,13 +27,26 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1").split()
         if not header or header[0] != "Bearer":
             return None
+        failures = AuthFailureBudget(request)
+        failures.refuse_if_spent()
         node = node_for_token(header[1]) if len(header) == 2 else None
         if node is None:
+            failures.record()
             raise exceptions.AuthenticationFailed("Invalid node credential.")
         return NodePrincipal(node), None
 
     def authenticate_header(self, request):
         return "Bearer"
+
+
+class NodeCredentialScheme(OpenApiAuthenticationExtension):
+    """How the OpenAPI schema describes the node credential: a bearer token."""
+
+    target_class = NodeCredentialAuthentication
+    name = "nodeCredential"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "bearerFormat": "wn_<prefix>.<secret>"}
 
 
 class IsNodeAgent(permissions.BasePermission):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -35,7 +36,11 @@ class AgentView(APIView):
                 request.user.node, form.validated_data if form else {}, actor=str(request.user)
             )
         except service.EnrolmentRefused as refused:
-            return Response({"reasons": refused.reasons}, status=status.HTTP_400_BAD_REQUEST)
+            # the API's one error format, with the verifier's structured reasons beside it
+            return Response(
+                {"detail": str(refused), "code": "attestation.refused", "reasons": refused.reasons},
+                status=status.HTTP_400_BAD_REQUEST,
+            )
 
 
 @extend_schema(request=s.EnrolSerializer, responses=dict)
@@ -76,6 +81,8 @@ class ChallengeView(AgentView):
         selection = service.policy_of(node).selection
         return Response(
             {
+                # when the agent should come for its next challenge
+                "interval_s": settings.ATTESTATION_INTERVAL_S,
                 "nonce": nonce.hex(),
                 "selection": "+".join(
                     f"{bank}:{','.join(map(str, sorted(pcrs)))}" for bank, pcrs in selection.items()

@@ -2,7 +2,9 @@ from rest_framework.routers import DefaultRouter
 
 from webapp.leasing.api.views import BillViewSet, LeaseViewSet
 
+# No `.json` suffix routes: the format is chosen by the Accept header, one URL per resource.
 router = DefaultRouter()
+router.include_format_suffixes = False
 router.register("leases", LeaseViewSet, basename="lease")
 router.register("bills", BillViewSet, basename="bill")
 

@@ -41,17 +41,22 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     def create(self, request):
         form = LeaseRequestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
-        lease = actions.request_lease(
-            request.user.tenant, actor=self._actor(), **form.validated_data
-        )
+        try:
+            lease = actions.request_lease(
+                request.user.tenant, actor=self._actor(), **form.validated_data
+            )
+        except actions.LeaseError as refused:
+            raise ValidationError(str(refused), code=refused.code) from None
         return Response(LeaseSerializer(lease).data, status=status.HTTP_201_CREATED)
 
     def _act(self, pk, do):
         lease = self.get_object()
         try:
             lease = do(lease)
-        except (states.IllegalTransition, actions.LeaseError) as exc:
-            raise ValidationError({"state": str(exc)}) from None
+        except states.IllegalTransition as exc:
+            raise ValidationError(str(exc), code="lease.state") from None
+        except actions.LeaseError as exc:
+            raise ValidationError(str(exc), code=exc.code) from None
         return Response(LeaseSerializer(Lease.objects.get(pk=lease.pk)).data)
 
     @extend_schema(request=None, responses=LeaseSerializer)

@@ -61,6 +61,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, host: str, port: int, no_loop: bool, ledger: str, **options):
+        if settings.PRODUCTION:
+            raise CommandError(
+                "the demo seeds logins and keys and runs only in development: "
+                "WATTLEASE_ENV=development manage.py demo (make demo sets it)"
+            )
         ensure_port_free(host, port)
         network = None
         if ledger == "fabric":

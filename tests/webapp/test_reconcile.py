@@ -1,0 +1,87 @@
+"""`manage.py reconcile`: the database against the embedded ledger, with real records."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from webapp.leasing import actions
+from webapp.leasing.lifecycle import run_pass
+from webapp.leasing.models import Lease, Settlement
+from webapp.outbox.relay import relay_once
+
+REQUEST = {"gpu_count": 2, "precision": "FP16", "hours": "1"}
+
+
+def reconcile() -> str:
+    out = StringIO()
+    call_command("reconcile", stdout=out)
+    return out.getvalue()
+
+
+def drift_lines() -> list[str]:
+    out = StringIO()
+    with pytest.raises(CommandError, match=r"difference\(s\) between the database and the ledger"):
+        call_command("reconcile", stdout=out)
+    return out.getvalue().splitlines()
+
+
+@pytest.fixture
+def settled(owner, attested_node, ledger) -> Lease:
+    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    run_pass(actor="worker")
+    relay_once(ledger)  # the contract: the lease starts
+    owner.client.post(f"/api/leases/{lease_id}/end/")
+    run_pass(actor="worker")  # settles
+    relay_once(ledger)
+    return Lease.objects.get(pk=lease_id)
+
+
+def test_a_settled_lease_agrees_with_the_ledger(settled):
+    assert settled.state == "settled" and settled.settlements.get().ledger_tx
+    assert "no drift" in reconcile()
+
+
+def test_rows_still_in_flight_are_not_drift(owner, attested_node, ledger):
+    owner.client.post("/api/leases/", REQUEST, format="json")
+    run_pass(actor="worker")  # placed: its CreateLease row waits for the relay
+    assert "no drift" in reconcile()
+
+
+def test_a_settlement_that_differs_is_drift(settled):
+    Settlement.objects.filter(lease=settled).update(amount_micro=123)
+    [line] = drift_lines()
+    assert f"lease {settled.pk}" in line and "settlement #0 differs" in line
+
+
+def test_a_lease_the_database_lost_is_drift(settled):
+    ledger_id = str(settled.ledger_id)
+    Settlement.objects.filter(lease=settled).delete()
+    Lease.objects.filter(pk=settled.pk).delete()
+    assert drift_lines() == [f"lease {ledger_id} of owner-co: on the ledger, not here"]
+
+
+def test_a_lease_running_here_but_ended_on_the_ledger_is_drift(owner, attested_node, ledger):
+    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    run_pass(actor="worker")
+    relay_once(ledger)
+    actions.end_lease(Lease.objects.get(pk=lease_id), actor="t")
+    relay_once(ledger)  # EndLease on the ledger
+    Lease.objects.filter(pk=lease_id).update(state="active")  # a database that went back
+    [line] = drift_lines()
+    assert "active here, ended on the ledger" in line
+
+
+def test_a_lease_cancelled_after_placement_ends_on_the_ledger_too(owner, attested_node, ledger):
+    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    run_pass(actor="worker")  # placed: CreateLease queued
+    assert owner.client.post(f"/api/leases/{lease_id}/cancel/").json()["state"] == "cancelled"
+    relay_once(ledger)  # CreateLease, then EndLease: the ledger frees the GPUs as well
+    record = ledger.evaluate(
+        "GetLease", f'{{"lease_id": "{Lease.objects.get(pk=lease_id).ledger_id}"}}'
+    )
+    assert b'"status":"ENDED"' in record.replace(b" ", b"")
+    assert Lease.objects.get(pk=lease_id).state == "cancelled"  # the reaction left it alone
+    assert "no drift" in reconcile()

@@ -1,0 +1,44 @@
+"""What the attestation app asks of the outbox relay (registered in AttestationConfig.ready):
+swap the attestation ids a row refers to for their ledger ids, and note the ledger tx of a
+recorded verdict."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chaincode_client.interface import Receipt
+from webapp.attestation.models import Attestation
+from webapp.attestation.service import challenge_issued
+from webapp.outbox import hooks
+from webapp.outbox.models import OutboxEntry
+from webapp.outbox.records import ATTESTATION_REFS
+
+
+def resolve_attestation_refs(args: dict[str, Any]) -> dict[str, Any]:
+    pks = args.pop(ATTESTATION_REFS, None)
+    if pks is None:
+        return args
+    tx_ids = dict(Attestation.objects.filter(pk__in=pks).values_list("pk", "ledger_tx"))
+    missing = [pk for pk in pks if not tx_ids.get(pk)]
+    if missing:
+        raise hooks.NotReady(f"attestations {missing} are not on the ledger yet")
+    return {**args, "attestation_ids": [tx_ids[pk] for pk in pks]}
+
+
+def attestation_recorded(entry: OutboxEntry, receipt: Receipt) -> None:
+    args = entry.args
+    Attestation.objects.filter(node__name=args["node_id"], nonce=args["nonce"]).update(
+        ledger_tx=receipt.tx_id
+    )
+
+
+def challenge_committed(entry: OutboxEntry, receipt: Receipt) -> None:
+    """The ledger issued a challenge: the node's agent may now fetch its nonce."""
+    challenge_issued(json.loads(receipt.payload))
+
+
+def register() -> None:
+    hooks.on_prepare(resolve_attestation_refs)
+    hooks.on_committed("IssueChallenge", challenge_committed)
+    hooks.on_committed("RecordAttestation", attestation_recorded)
