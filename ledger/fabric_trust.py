@@ -77,7 +77,7 @@ def _load_cert(pem: str, where: str) -> x509.Certificate:
     return cert
 
 
-def parse_roots(data: bytes) -> TrustRoots:
+def parse_roots(data: bytes, need_orderer: bool = True) -> TrustRoots:
     """The roots in a bundle written by `format_roots` (or by hand, in the same shape)."""
     if len(data) > MAX_ROOTS_BYTES:
         raise RootsError(f"trust roots: {len(data)} bytes, more than {MAX_ROOTS_BYTES}")
@@ -114,8 +114,9 @@ def parse_roots(data: bytes) -> TrustRoots:
     if pem is not None:
         raise RootsError("trust roots: a certificate is not closed by " + PEM_END)
     orderers, orgs = groups[ROLE_ORDERER], groups[ROLE_ORG]
-    if not orderers or not orgs:
-        raise RootsError("trust roots: need at least one `orderer` and one `org` root")
+    if not orgs or (need_orderer and not orderers):
+        need = "one `orderer` and one `org` root" if need_orderer else "one `org` root"
+        raise RootsError(f"trust roots: need at least {need}")
     both = sorted(set(orderers) & set(orgs))
     if both:
         raise RootsError(f"trust roots: {both} named both `orderer` and `org`")
