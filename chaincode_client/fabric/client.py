@@ -87,6 +87,7 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
         chaincode: str,
         endorsing_orgs: tuple[str, ...] = (),
         commit_timeout_s: float = 60.0,
+        confirm: tuple[grpc.Channel, ...] = (),
     ) -> None:
         self._grpc = channel
         self._stub = gateway_pb2_grpc.GatewayStub(channel)
@@ -96,6 +97,8 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
         self.chaincode = chaincode
         self.endorsing_orgs = endorsing_orgs
         self.commit_timeout_s = commit_timeout_s
+        # other organisations' peers that must have committed too (FABRIC_CONFIRM_PEERS)
+        self._confirm = confirm
 
     @classmethod
     def from_settings(cls, settings: FabricSettings) -> FabricGatewayClient:
@@ -108,6 +111,7 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
             settings.chaincode,
             settings.endorsing_orgs,
             settings.commit_timeout_s,
+            tuple(open_channel(settings.peer(e, ca)) for e, ca in settings.confirm_peers),
         )
 
     @classmethod
@@ -195,19 +199,22 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
         return FabricCommit(signed.tx_id, result, self)
 
     def commit_status(self, tx_id: str) -> tuple[str, int]:
-        """(validation code name, block number) of a transaction; blocks until committed."""
+        """(validation code name, block number) of a transaction; blocks until committed on
+        the gateway peer and on every peer of FABRIC_CONFIRM_PEERS."""
         request = gateway_pb2.CommitStatusRequest(
             transaction_id=tx_id,
             channel_id=self.channel_name,
             identity=self.identity.serialized(),
         ).SerializeToString()
+        signed = gateway_pb2.SignedCommitStatusRequest(
+            request=request, signature=self._signer.sign(request)
+        )
         try:
-            status = self._stub.CommitStatus(
-                gateway_pb2.SignedCommitStatusRequest(
-                    request=request, signature=self._signer.sign(request)
-                ),
-                timeout=self.commit_timeout_s,
-            )
+            status = self._stub.CommitStatus(signed, timeout=self.commit_timeout_s)
+            for channel in self._confirm:  # the same block reaches every peer; wait for it
+                gateway_pb2_grpc.GatewayStub(channel).CommitStatus(
+                    signed, timeout=self.commit_timeout_s
+                )
         except grpc.RpcError as err:
             raise to_ledger_error("commit_status", err) from None
         try:
@@ -234,6 +241,8 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
 
     def close(self) -> None:
         self._grpc.close()
+        for channel in self._confirm:
+            channel.close()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DEFAULT_CHANNEL = "wattlease"
@@ -36,6 +36,9 @@ ENV_VARS = {
     "FABRIC_ENDORSING_ORGS": "comma-separated MSP ids to endorse with (default: let the "
     "gateway choose from the endorsement policy)",
     "FABRIC_COMMIT_TIMEOUT_S": f"seconds to wait for a commit (default {DEFAULT_COMMIT_TIMEOUT_S})",
+    "FABRIC_CONFIRM_PEERS": "comma-separated host:port=TLS_CA_FILE of other organisations' "
+    "peers that must also have committed a transaction before submit returns (read-your-"
+    "writes through any organisation's peer; default: only the gateway peer)",
 }
 
 
@@ -56,6 +59,7 @@ class FabricSettings:
     tls_client_key: Path | None = None
     endorsing_orgs: tuple[str, ...] = ()
     commit_timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S
+    confirm_peers: tuple[tuple[str, Path], ...] = ()  # (host:port, TLS CA file)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> FabricSettings:
@@ -113,7 +117,16 @@ class FabricSettings:
                 "FABRIC_COMMIT_TIMEOUT_S",
                 env.get("FABRIC_COMMIT_TIMEOUT_S") or str(DEFAULT_COMMIT_TIMEOUT_S),
             ),
+            confirm_peers=tuple(
+                parse_confirm_peer(item.strip())
+                for item in env.get("FABRIC_CONFIRM_PEERS", "").split(",")
+                if item.strip()
+            ),
         )
+
+    def peer(self, endpoint: str, tls_ca: Path) -> FabricSettings:
+        """The same client, connecting to another peer (whose certificate names its host)."""
+        return replace(self, endpoint=endpoint, tls_ca=tls_ca, host_alias=None, confirm_peers=())
 
 
 def parse_endpoint(value: str) -> str:
@@ -121,6 +134,19 @@ def parse_endpoint(value: str) -> str:
     if not sep or not HOST_RE.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"FABRIC_PEER_ENDPOINT={value!r}: expected host:port")
     return value
+
+
+def parse_confirm_peer(value: str) -> tuple[str, Path]:
+    endpoint, sep, ca = value.partition("=")
+    if not sep:
+        raise ConfigError(f"FABRIC_CONFIRM_PEERS item {value!r}: expected host:port=TLS_CA_FILE")
+    try:
+        parse_endpoint(endpoint)
+    except ConfigError:
+        raise ConfigError(f"FABRIC_CONFIRM_PEERS item {value!r}: bad host:port") from None
+    if not Path(ca).is_file():
+        raise ConfigError(f"FABRIC_CONFIRM_PEERS item {value!r}: no such file {ca!r}")
+    return endpoint, Path(ca)
 
 
 def parse_seconds(name: str, value: str) -> float:

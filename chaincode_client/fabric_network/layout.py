@@ -262,6 +262,11 @@ class Layout:
             "FABRIC_CHANNEL": self.channel,
             "FABRIC_CHAINCODE": self.chaincode,
         }
+        # submit returns once every organisation's peer has the block: a client of any
+        # organisation then reads what was just written
+        env["FABRIC_CONFIRM_PEERS"] = ",".join(
+            f"{g.peer_address}={self.peer_tls_ca(g)}" for g in self.orgs if g != org
+        )
         if self.client_mtls:
             env["FABRIC_TLS_CLIENT_CERT"] = str(user_dir / "tls" / "client.crt")
             env["FABRIC_TLS_CLIENT_KEY"] = str(user_dir / "tls" / "client.key")

@@ -77,8 +77,11 @@ def client(
     return FabricGatewayClient.from_settings(FabricSettings.from_env(env))
 
 
-def new_user_client(network: Network, msp_id: str, chaincode: str) -> FabricGatewayClient:
-    """A client with an identity of `msp_id` issued just now by that organisation's CA."""
+def new_user_client(
+    network: Network, msp_id: str, chaincode: str, role: str = "client"
+) -> FabricGatewayClient:
+    """A client with an identity of `msp_id` issued just now by that organisation's CA, with
+    the NodeOU `role` (client, or admin)."""
     org = network.layout.org(msp_id)
-    msp = enroll(network.layout, org, f"user{next(_names)}")
+    msp = enroll(network.layout, org, f"{role}{next(_names)}", role=role)
     return client(network, msp_id, chaincode, msp_dir=msp)

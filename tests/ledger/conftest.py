@@ -159,7 +159,7 @@ def fabric_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[L
         {org: keep(client(network, org, chaincode)) for org in (ORG1, ORG2)},
         lambda org: keep(new_user_client(network, org, chaincode)),
         outsider,
-        admin=lambda org: keep(client(network, org, chaincode, user="Admin")),
+        admin=lambda org: keep(new_user_client(network, org, chaincode, role="admin")),
     )
     try:
         yield env
