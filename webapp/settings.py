@@ -7,6 +7,7 @@ from pathlib import Path
 
 from webapp.config import (
     database_from_url,
+    default_data_dir,
     env_bool,
     env_choice,
     env_int,
@@ -19,7 +20,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 WATTLEASE_ENV = env_choice("WATTLEASE_ENV", "development", ("development", "production"))
 PRODUCTION = WATTLEASE_ENV == "production"
-DATA_DIR = Path(env_str("WATTLEASE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR = Path(env_str("WATTLEASE_DATA_DIR", str(default_data_dir(BASE_DIR)))).resolve()
 
 SECRET_KEY = secret_key(PRODUCTION, DATA_DIR)
 DEBUG = env_bool("DEBUG", not PRODUCTION)
