@@ -102,9 +102,9 @@ def test_ledger_verify_names_a_tampered_block(settings, attested_node):
 
 def test_tenant_receipt_re_checks_offline(fleet, owner, outsider, attested_node, ledger):
     lease = place(owner.tenant, fleet.gpus[:2], [attested_node])
-    assert owner.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 409
+    assert owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/").status_code == 409
     relay_once(ledger)
-    response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    response = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
     assert response.status_code == 200
     receipt = response.json()
     assert verify_receipt(receipt) == []
@@ -114,7 +114,7 @@ def test_tenant_receipt_re_checks_offline(fleet, owner, outsider, attested_node,
         receipt["transactions"][0]["envelope"][:-8] + "AAAAAAA="
     )
     assert verify_receipt(receipt)  # a tampered receipt no longer checks out
-    assert outsider.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 404
+    assert outsider.client.get(f"/api/v1/leases/{lease.pk}/receipt/").status_code == 404
 
 
 def _blocks(function: str) -> list[int]:

@@ -4,21 +4,39 @@ import sqlite3
 
 from django.conf import settings
 from django.db.models import Count, Sum
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from ledger.receipt import export_receipt
+from webapp.core.openapi import ERROR
 from webapp.leasing import actions, scheduling, states
 from webapp.leasing.api.serializers import (
     LeaseRequestSerializer,
     LeaseSerializer,
     MigrateSerializer,
+    PricePreviewSerializer,
 )
 from webapp.leasing.models import Lease, Settlement
+from webapp.tenancy.authentication import IsTenant
 from webapp.tenancy.querysets import restrict_to_tenant
+
+
+class PricePreviewView(APIView):
+    """What a lease request would cost if it were placed now: the same request body as
+    `POST /api/v1/leases/`, answered by the scheduler's planner and pricer; nothing is
+    written, so a read-only key may ask."""
+
+    permission_classes = [IsTenant]
+
+    @extend_schema(request=LeaseRequestSerializer, responses=PricePreviewSerializer)
+    def post(self, request):
+        form = LeaseRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        return Response(scheduling.preview(**form.validated_data))
 
 
 class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -75,7 +93,14 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             pk, lambda lease: scheduling.migrate(lease, generation, actor=self._actor())
         )
 
-    @extend_schema(request=None, responses=dict)
+    @extend_schema(
+        request=None,
+        responses={
+            200: dict,
+            409: OpenApiResponse(ERROR, "the lease is not on the ledger yet"),
+            501: OpenApiResponse(ERROR, "receipts come from the embedded ledger only"),
+        },
+    )
     @action(detail=True, methods=["get"])
     def receipt(self, request, pk=None):
         """Every ledger record of this lease with the block headers and endorsements they

@@ -62,7 +62,7 @@ class Command(BaseCommand):
         for tenant, token in seeded.tenant_keys.items():
             self.stdout.write(f"  tenant API key for {tenant}: {token}")
         self.stdout.write(
-            f"  try: curl -H 'Authorization: Bearer <key>' http://{host}:{port}/api/leases/"
+            f"  try: curl -H 'Authorization: Bearer <key>' http://{host}:{port}/api/v1/leases/"
         )
         agents = DemoAgents(settings.DATA_DIR, f"http://{host}:{port}", DEMO_ATTESTATION_INTERVAL_S)
         self.stdout.write("Starting one swtpm and node agent per node…")
