@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "webapp.leasing",
     "webapp.outbox",
     "webapp.dashboard",
+    "webapp.console",
 ]
 
 MIDDLEWARE = [
@@ -162,3 +163,7 @@ TPM_EK_CA_DIR = Path(env_str("TPM_EK_CA_DIR", str(DATA_DIR / "tpm" / "ek-ca")))
 LEDGER_ORG = env_str("LEDGER_ORG", "Org1MSP")
 LEDGER_ORGS = tuple(o for o in env_str("LEDGER_ORGS", "Org1MSP,Org2MSP").split(",") if o)
 OUTBOX_BATCH = env_int("OUTBOX_BATCH", 100, minimum=1, maximum=10_000)
+
+# How long one leased hour lasts in wall time: 3600 s, except on the demo's faster clock.
+# The tenant console's progress bars read it.
+LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)

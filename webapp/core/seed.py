@@ -11,7 +11,7 @@ from django.db import transaction
 
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
-from webapp.tenancy.models import ApiKey, Tenant
+from webapp.tenancy.models import ApiKey, Membership, Tenant
 
 SITES = [
     # name, PUE, tariff (micro-units per kWh)
@@ -34,6 +34,8 @@ OPERATOR = "operator"
 class SeedResult:
     operator_password: str | None
     tenant_keys: dict[str, str]
+    # tenant -> (user, password) of its owner's console login, only when it was created
+    tenant_logins: dict[str, tuple[str, str]]
 
 
 def gpu_uuid(node: str, index: int) -> str:
@@ -70,9 +72,15 @@ def seed_demo() -> SeedResult:
         slug = name.lower().replace(" ", "-")
         tenant, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": name})
         _, keys[name] = ApiKey.issue(tenant, scope=ApiKey.WRITE, name="demo key")
-    password = None
     user_model = get_user_model()
+    logins = {}
+    for tenant in Tenant.objects.filter(name__in=TENANTS):
+        if not user_model.objects.filter(username=tenant.slug).exists():
+            logins[tenant.name] = (tenant.slug, secrets.token_urlsafe(12))
+            user = user_model.objects.create_user(tenant.slug, "", logins[tenant.name][1])
+            Membership.objects.create(user=user, tenant=tenant, role=Membership.OWNER)
+    password = None
     if not user_model.objects.filter(username=OPERATOR).exists():
         password = secrets.token_urlsafe(12)
         user_model.objects.create_superuser(OPERATOR, "", password)
-    return SeedResult(operator_password=password, tenant_keys=keys)
+    return SeedResult(operator_password=password, tenant_keys=keys, tenant_logins=logins)

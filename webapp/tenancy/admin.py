@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from webapp.tenancy.models import ApiKey, Tenant
+from webapp.tenancy.models import ApiKey, Membership, Tenant
 
 
 class ApiKeyInline(admin.TabularInline):
@@ -14,13 +14,21 @@ class ApiKeyInline(admin.TabularInline):
         return False  # keys are issued with the action below, so the secret can be shown once
 
 
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    fields = ("user", "role", "created")
+    readonly_fields = ("created",)
+    autocomplete_fields = ("user",)
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "created")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     readonly_fields = ("created",)
-    inlines = [ApiKeyInline]
+    inlines = [MembershipInline, ApiKeyInline]
     actions = ["issue_write_key"]
 
     @admin.action(description="Issue a read/write API key (shown once)")
@@ -39,3 +47,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "tenant", "role", "created")
+    list_filter = ("role", "tenant")
+    search_fields = ("user__username", "tenant__name")
+    autocomplete_fields = ("user", "tenant")
+    readonly_fields = ("created",)

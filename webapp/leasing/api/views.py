@@ -1,8 +1,5 @@
 from __future__ import annotations
 
-import sqlite3
-
-from django.conf import settings
 from django.db.models import Count, Sum
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -11,7 +8,6 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from ledger.receipt import export_receipt
 from webapp.core.openapi import ERROR
 from webapp.leasing import actions, scheduling, states
 from webapp.leasing.api.serializers import (
@@ -21,6 +17,7 @@ from webapp.leasing.api.serializers import (
     PricePreviewSerializer,
 )
 from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt
 from webapp.tenancy.authentication import IsTenant
 from webapp.tenancy.querysets import restrict_to_tenant
 
@@ -105,23 +102,10 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     def receipt(self, request, pk=None):
         """Every ledger record of this lease with the block headers and endorsements they
         sit in: check it offline with `python -m ledger verify-receipt FILE`."""
-        lease = self.get_object()
-        if settings.LEDGER_BACKEND != "embedded":
-            return Response(
-                {
-                    "detail": "receipts are exported from the embedded ledger; on "
-                    "Fabric, query the channel (GetHistory)"
-                },
-                status=501,
-            )
         try:
-            receipt = export_receipt(settings.LEDGER_PATH, str(lease.ledger_id))
-        except (KeyError, OSError, sqlite3.Error):
-            return Response(
-                {"detail": f"lease {lease.pk} is not on the ledger yet"},
-                status=status.HTTP_409_CONFLICT,
-            )
-        return Response(receipt)
+            return Response(lease_receipt(self.get_object()))
+        except ReceiptUnavailable as exc:
+            return Response({"detail": exc.detail}, status=exc.status)
 
 
 class BillViewSet(viewsets.ViewSet):

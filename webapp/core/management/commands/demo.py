@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.core.demo_agents import DemoAgents
-from webapp.core.demo_loop import DemoLoop
+from webapp.core.demo_loop import DEMO_HOUR_S, DemoLoop
 from webapp.core.seed import OPERATOR, seed_demo
 from webapp.fleet.models import Node, PcrPolicy
 
@@ -48,6 +48,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, no_loop: bool, **options):
         ensure_port_free(host, port)
+        settings.LEASE_HOUR_S = DEMO_HOUR_S  # the console's progress bars run on the demo clock
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Seeding the demo fleet…")
         seeded = seed_demo()
@@ -59,6 +60,11 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(f"  operator console: user {OPERATOR} (password set on first run)")
+        for tenant, (user, password) in seeded.tenant_logins.items():
+            self.stdout.write(
+                f"  tenant console for {tenant}: http://{host}:{port}/console/  "
+                f"user {user}  password {password}"
+            )
         for tenant, token in seeded.tenant_keys.items():
             self.stdout.write(f"  tenant API key for {tenant}: {token}")
         self.stdout.write(
