@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90
+LIVE_TELEMETRY_TIMEOUT_S = 30
 
 
 def demo_env(tmp_path: Path) -> dict[str, str]:
@@ -73,19 +75,55 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
     assert status == 200 and "plotly" in plotly_js[:2000].lower()
     status, data = get(base + "/dashboard/data.json")
     assert status == 200 and '"fleet"' in data
+    database = Path(log.name).parent / "wattlease.sqlite3"
+    live_since = _wait_for_live_telemetry(database)
 
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) in (0, -signal.SIGINT, 130)
     log.seek(0)
     output = log.read()
     assert "operator console" in output and "tenant API key" in output
+    assert "tenant console for Aurora Labs" in output
     assert "Traceback" not in output
+    _check_demo_telemetry(database, live_since)
     leftover = subprocess.run(
         ["pgrep", "-f", f"swtpm socket.*{log.name.rsplit('/', 1)[0]}"],
         capture_output=True,
         text=True,
     )
     assert leftover.stdout == "", "the demo left swtpm processes behind"
+
+
+def _wait_for_live_telemetry(database: Path) -> int:
+    """Wait for the demo's own telemetry (the history ends 15 minutes before it starts)."""
+    since = int(time.time() * 1000) - 60_000
+    deadline = time.monotonic() + LIVE_TELEMETRY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with sqlite3.connect(database) as db:
+            query = "select count(*) from fleet_telemetrysample where t_ms >= ?"
+            if db.execute(query, (since,)).fetchone()[0]:
+                return since
+        time.sleep(1)
+    pytest.fail("no live telemetry from the demo")
+
+
+def _check_demo_telemetry(database: Path, live_since: int) -> None:
+    """A GPU no lease ever held shows 0 % and idle power after the demo started; the week
+    before it is history, rolled up by the hour."""
+    with sqlite3.connect(database) as db:
+        newest = db.execute("select max(t_ms) from fleet_telemetrysample").fetchone()[0]
+        never_leased_busy = db.execute(
+            "select count(*) from fleet_telemetrysample s where s.t_ms >= ? and "
+            "s.util_gpu_pct > 0 and s.gpu_id not in (select gpu_id from leasing_lease_gpus)",
+            (live_since,),
+        ).fetchone()[0]
+        live = db.execute(
+            "select count(*) from fleet_telemetrysample where t_ms >= ?", (live_since,)
+        ).fetchone()[0]
+        oldest = db.execute("select min(t_ms) from fleet_telemetrysample").fetchone()[0]
+        hours = db.execute("select count(distinct hour_ms) from fleet_gpuhour").fetchone()[0]
+    assert live > 0 and never_leased_busy == 0
+    assert newest - oldest >= 6.9 * 86_400_000 and hours >= 7 * 24
 
 
 def test_demo_refuses_a_busy_port_with_one_line(tmp_path):

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from webapp.core.demo_agents import DemoAgents
 from webapp.core.demo_loop import DEMO_HOUR_S, DemoLoop
+from webapp.core.history import seed_history
 from webapp.core.seed import OPERATOR, seed_demo
 from webapp.fleet.models import Node, PcrPolicy
 
@@ -52,6 +53,8 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Seeding the demo fleet…")
         seeded = seed_demo()
+        self.stdout.write("Seeding a week of telemetry history (first run only)…")
+        seed_history()
         self.stdout.write(self.style.SUCCESS(f"Wattlease demo on http://{host}:{port}/"))
         if seeded.operator_password:
             self.stdout.write(

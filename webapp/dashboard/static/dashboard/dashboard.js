@@ -47,7 +47,7 @@
     const pct = (v) => (v === null || v === undefined ? null : `${Math.round(v * 100)}%`);
     rows("advice", snap.advice, (a) => [a.pool, a.action, a.replicas_now, a.replicas_advised,
       pct(a.mean_util), pct(a.mean_mem_util)]);
-    rows("fleet", snap.fleet, (r) => [r.generation, r.total, r.leased, r.free]);
+    rows("fleet", snap.fleet, (r) => [r.generation, r.total, r.leased, r.quarantined, r.free]);
     rows("nodes", snap.nodes, (n) => [n.name, `${n.site} (${n.pue})`, n.gpus, n.status, n.trust, n.last_good_attestation],
       (n) => `trust-${n.trust}`);
     rows("leases", snap.leases.recent, (l) => [l.id, l.tenant, l.state, l.gpus, l.precision, l.price]);
