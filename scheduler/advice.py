@@ -21,6 +21,10 @@ SCALE_UP_UTIL = 0.85
 SCALE_DOWN_UTIL = 0.15
 SCALE_UP_STEP = 2
 SCALE_DOWN_STEP = 1
+# The seed's chapter 1: a GPU busy computing while its memory bandwidth idles is a queueing
+# symptom (kernels wait on launches, host transfers or each other), not a full GPU.
+QUEUEING_COMPUTE_MIN = 0.70
+QUEUEING_MEM_BW_MAX = 0.20
 MS_PER_HOUR = 3_600_000
 MS_PER_DAY = 24 * MS_PER_HOUR
 EPOCH_WEEKDAY = 3  # 1970-01-01 was a Thursday (Monday = 0)
@@ -134,6 +138,13 @@ class IdleHeatmap:
             "idle_share": self.grid(),
             "cells": [c.__dict__ for c in self.cells],
         }
+
+
+def queueing_symptom(util: float | None, mem_util: float | None) -> bool:
+    """High compute utilisation with low memory-bandwidth utilisation (both 0-1)."""
+    if util is None or mem_util is None:
+        return False
+    return util >= QUEUEING_COMPUTE_MIN and mem_util <= QUEUEING_MEM_BW_MAX
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from scheduler.advice import (
     heatmap_from_hours,
     hour_totals,
     idle_heatmap,
+    queueing_symptom,
 )
 from scheduler.catalogue import Catalogue, load_catalogue
 from scheduler.fleet import parse_plan_input
@@ -49,6 +50,7 @@ __all__ = [
     "open_telemetry",
     "plan_batch",
     "price_lease",
+    "queueing_symptom",
     "settle_interval",
     "settle_lease",
     "settle_migration",

@@ -20,6 +20,7 @@ urlpatterns = [
     path("dashboard/data.json", dashboard.data, name="dashboard-data"),
     path("admin/", admin.site.urls),
     path("console/", include("webapp.console.urls")),
+    path("ops/", include("webapp.dashboard.urls")),
     path("api/v1/", include(api_v1)),
     # the node agents in the field post here; a POST redirect is not followed by them
     path("api/agent/", include(("webapp.attestation.api.urls", "agent-unversioned"))),

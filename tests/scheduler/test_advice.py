@@ -9,6 +9,7 @@ from scheduler.advice import (
     heatmap_from_hours,
     hour_totals,
     idle_heatmap,
+    queueing_symptom,
     scaling_advice,
 )
 from scheduler.telemetry.sample import TelemetrySample
@@ -112,3 +113,10 @@ def test_hour_totals_key_each_sample_by_gpu_and_utc_hour():
         ("GPU-1", t - 3_599_000): HourTotals(t - 3_599_000, 1, 1, 2, 10),
         ("GPU-1", t + 1000): HourTotals(t + 1000, 1, 0, 90, 30),
     }
+
+
+def test_high_compute_with_low_memory_bandwidth_is_flagged_as_queueing():
+    assert queueing_symptom(0.9, 0.1) and queueing_symptom(0.7, 0.2)
+    assert not queueing_symptom(0.9, 0.5)  # busy and moving data: working
+    assert not queueing_symptom(0.5, 0.05)  # not busy enough to say
+    assert not queueing_symptom(None, 0.1) and not queueing_symptom(0.9, None)

@@ -15,6 +15,8 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         if settings.DASHBOARD_LOGIN_REQUIRED and not (user and user.is_authenticated):
             await self.close(code=4403)
             return
+        # readings of individual GPUs go to operators only
+        self.staff = bool(user and user.is_authenticated and user.is_staff)
         await self.channel_layer.group_add(DASHBOARD_GROUP, self.channel_name)
         await self.accept()
 
@@ -22,4 +24,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_discard(DASHBOARD_GROUP, self.channel_name)
 
     async def fleet_changed(self, event):
-        await self.send_json({"kind": event["kind"], "payload": event.get("payload", {})})
+        payload = event.get("payload", {})
+        if event["kind"] == "telemetry" and not self.staff:
+            payload = {"count": payload.get("count")}
+        await self.send_json({"kind": event["kind"], "payload": payload})

@@ -14,10 +14,12 @@ from django.db.models import Count, F, Max, Q, Sum
 from scheduler.advice import MS_PER_HOUR, hour_start_ms
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from scheduler.telemetry.synthetic import IDLE_UTIL_PCT
+from webapp.core.events import publish_on_commit
 from webapp.fleet.models import GPU, GpuHour, TelemetrySample
 
 BATCH = 2000
 RECENT_WINDOW_MS = 60_000  # telemetry older than this says nothing about the GPU now
+LIVE_EVENT_MAX_SAMPLES = 2_000  # a larger batch is announced by its count only
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,19 @@ def record_samples(samples: Iterable[Sample]) -> Recorded:
     if rows:
         times = [row.t_ms for row in rows]
         update_hours({row.gpu_id for row in rows}, min(times), max(times))
+        _publish(rows, {v: k for k, v in gpu_ids.items()})
     return Recorded(stored=len(rows), unknown_gpus=frozenset(unknown))
+
+
+def _publish(rows: list[TelemetrySample], uuids: dict[int, str]) -> None:
+    """Tell open dashboards about the new readings, the readings themselves when few
+    enough to travel in one message (pages then draw them without asking)."""
+    readings = None
+    if len(rows) <= LIVE_EVENT_MAX_SAMPLES:
+        readings = [
+            [uuids[r.gpu_id], r.t_ms, r.util_gpu_pct, r.util_mem_pct, r.power_mw] for r in rows
+        ]
+    publish_on_commit("telemetry", count=len(rows), samples=readings)
 
 
 def update_hours(gpu_ids: set[int], first_ms: int, last_ms: int) -> int:

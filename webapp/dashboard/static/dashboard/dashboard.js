@@ -76,7 +76,8 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(`${scheme}://${location.host}/ws/dashboard/`);
     socket.onopen = () => { badge.textContent = "live"; badge.classList.add("on"); };
-    socket.onmessage = soon;
+    // telemetry arrives every few seconds: the 10 s poll covers it; other changes at once
+    socket.onmessage = (message) => { if (JSON.parse(message.data).kind !== "telemetry") soon(); };
     socket.onclose = () => {
       badge.textContent = "reconnecting…"; badge.classList.remove("on");
       setTimeout(connect, 3000);
