@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -31,14 +32,14 @@ def get(url: str) -> tuple[int, str]:
         return response.status, response.read().decode("utf-8", "replace")
 
 
-@pytest.fixture
-def demo_server(tmp_path):
+def start_demo(directory: Path) -> tuple[str, subprocess.Popen, IO[str]]:
+    """`manage.py demo` on a free port with its data in `directory`, once it answers."""
     port = free_port()
-    log = (tmp_path / "demo.log").open("w+")
+    log = (directory / "demo.log").open("w+")
     process = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--port", str(port)],
         cwd=ROOT,
-        env=demo_env(tmp_path),
+        env=demo_env(directory),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -47,14 +48,16 @@ def demo_server(tmp_path):
     while True:
         try:
             get(base + "/admin/login/")
-            break
+            return base, process, log
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 log.seek(0)
                 pytest.fail(f"demo did not start:\n{log.read()}")
             time.sleep(0.5)
-    yield base, process, log
+
+
+def stop_demo(process: subprocess.Popen) -> None:
     if process.poll() is None:  # stop it the way an operator would, so swtpms go too
         process.send_signal(signal.SIGTERM)
         try:
@@ -62,6 +65,13 @@ def demo_server(tmp_path):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture
+def demo_server(tmp_path):
+    base, process, log = start_demo(tmp_path)
+    yield base, process, log
+    stop_demo(process)
 
 
 def test_demo_serves_dashboard_admin_and_plotly(demo_server):

@@ -59,7 +59,8 @@
         (f, i) => (i >= 2 ? "flag" : ""));
       if (!document.querySelector("#chart-live .main-svg")) {
         Plotly.react("chart-live", [], layout("Compute per generation, newest samples",
-          { yaxis: { range: [0, 1], tickformat: ".0%" } }), config);
+          { yaxis: { range: [0, 1], tickformat: ".0%" }, xaxis: { type: "date", visible: false },
+            annotations: [{ text: "waiting for the next samples…", showarrow: false }] }), config);
       }
     },
     cost(d) {
@@ -144,6 +145,9 @@
     }
     const points = Object.values(byKey).sort((a, b) => a.t - b.t);
     for (const p of points) {
+      if (!Object.keys(live.traces).length) {
+        Plotly.relayout("chart-live", { annotations: [], "xaxis.visible": true });
+      }
       if (!(p.gen in live.traces)) {
         live.traces[p.gen] = Object.keys(live.traces).length;
         Plotly.addTraces("chart-live", { type: "scatter", mode: "lines+markers", name: p.gen, x: [], y: [] });
