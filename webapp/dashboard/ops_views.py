@@ -27,11 +27,11 @@ PAGES: dict[str, tuple[str, Callable[[Range], dict[str, Any]]]] = {
 }
 
 
-def _context(request: HttpRequest, page: str, title: str, source: str) -> dict[str, Any]:
+def _context(page: str, title: str) -> dict[str, Any]:
     return {
         "page": page,
         "title": title,
-        "source": source,
+        "source": "data.json",  # each page's data, relative to it
         "ranges": list(RANGES),
         "nodes": Node.objects.order_by("name").values_list("name", "trust"),
     }
@@ -50,9 +50,7 @@ def page(request: HttpRequest, name: str) -> HttpResponse:
     if name not in PAGES:
         return HttpResponse(status=404)
     title, _ = PAGES[name]
-    return render(
-        request, f"dashboard/ops_{name}.html", _context(request, name, title, "data.json")
-    )
+    return render(request, f"dashboard/ops_{name}.html", _context(name, title))
 
 
 @staff_member_required
@@ -65,7 +63,7 @@ def data(request: HttpRequest, name: str) -> JsonResponse:
 @staff_member_required
 def node_page(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
-    context = _context(request, "node", f"Node {node.name}", "data.json")
+    context = _context("node", f"Node {node.name}")
     return render(request, "dashboard/ops_node.html", {**context, "node": node})
 
 

@@ -49,9 +49,10 @@ def record_samples(samples: Iterable[Sample]) -> Recorded:
         )
     TelemetrySample.objects.bulk_create(rows, batch_size=BATCH, ignore_conflicts=True)
     if rows:
+        # the samples are committed: tell the dashboards first, then keep the rollups
+        _publish(rows, {v: k for k, v in gpu_ids.items()})
         times = [row.t_ms for row in rows]
         update_hours({row.gpu_id for row in rows}, min(times), max(times))
-        _publish(rows, {v: k for k, v in gpu_ids.items()})
     return Recorded(stored=len(rows), unknown_gpus=frozenset(unknown))
 
 
