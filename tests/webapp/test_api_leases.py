@@ -8,6 +8,7 @@ from decimal import Decimal
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from tests.webapp import leases
 from webapp.leasing import actions
 from webapp.leasing.models import Lease
 from webapp.tenancy.models import ApiKey
@@ -89,36 +90,8 @@ def test_keys_are_stored_hashed(owner):
 
 
 def test_bill_sums_only_the_callers_settlements(owner, outsider, fleet):
-    for caller, amount in ((owner, 40), (outsider, 1000)):
-        lease = actions.request_lease(
-            caller.tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor="t"
-        )
-        gpu = fleet.gpus[0] if caller is owner else fleet.gpus[1]
-        actions.place_lease(
-            lease,
-            [gpu],
-            price={},
-            price_total_micro=1,
-            attributed_energy_mj=1,
-            attestations=[],
-            actor="t",
-        )
-        actions.activate_lease(lease, actor="t")
-        actions.end_lease(lease, actor="t")
-        actions.settle_lease(
-            lease,
-            [
-                actions.SettlementInput(
-                    generation="A100-SXM4-80GB",
-                    attributed_energy_mj=1,
-                    measured_energy_mj=2,
-                    tariff_micro_per_kwh=1,
-                    amount_micro=amount,
-                    telemetry_digest="00" * 32,
-                )
-            ],
-            actor="t",
-        )
+    for caller, gpu, amount in ((owner, fleet.gpus[0], 40), (outsider, fleet.gpus[1], 1000)):
+        leases.settled(leases.active(caller.tenant, [gpu]), amount_micro=amount)
     bill = owner.client.get("/api/v1/bills/").json()
     assert bill["amount_micro"] == 40 and bill["count"] == 1
 

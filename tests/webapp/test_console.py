@@ -15,8 +15,9 @@ from django.test import Client
 
 from ledger.receipt import verify_receipt
 from scheduler.telemetry.sample import TelemetrySample as Sample
+from tests.webapp import leases
 from webapp.fleet.telemetry import record_samples
-from webapp.leasing import actions, states
+from webapp.leasing import states
 from webapp.leasing.models import Lease
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import Membership, Tenant
@@ -56,38 +57,6 @@ def outsider_login(db) -> Login:
     return _login(other, "eve", Membership.OWNER)
 
 
-def _placed(tenant, gpus, attestations=()) -> Lease:
-    lease = actions.request_lease(
-        tenant, gpu_count=len(gpus), precision="FP16", hours=Decimal(1), actor=ACTOR
-    )
-    return actions.place_lease(
-        lease,
-        gpus,
-        price={},
-        price_total_micro=5_000_000,
-        attributed_energy_mj=7_200_000_000,
-        attestations=list(attestations),
-        actor=ACTOR,
-    )
-
-
-def _active(tenant, gpus) -> Lease:
-    return actions.activate_lease(_placed(tenant, gpus), actor=ACTOR)
-
-
-def _settled(lease: Lease, amount: int) -> Lease:
-    actions.end_lease(lease, actor=ACTOR)
-    settlement = actions.SettlementInput(
-        generation="A100-SXM4-80GB",
-        attributed_energy_mj=1,
-        measured_energy_mj=2,
-        tariff_micro_per_kwh=1,
-        amount_micro=amount,
-        telemetry_digest="00" * 32,
-    )
-    return actions.settle_lease(Lease.objects.get(pk=lease.pk), [settlement], actor=ACTOR)
-
-
 def _pages(pk: int) -> list[str]:
     return [
         f"/console/leases/{pk}/",
@@ -122,7 +91,7 @@ def test_a_login_without_a_tenant_is_refused(client, db):
 
 
 def test_it_works(owner_login, fleet):
-    lease = _active(owner_login.membership.tenant, fleet.gpus[:2])
+    lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     listed = owner_login.client.get("/console/")
     assert listed.status_code == 200
     assert f'data-lease="{lease.pk}"'.encode() in listed.content
@@ -132,7 +101,9 @@ def test_it_works(owner_login, fleet):
 
 
 def test_it_validates_ownership(owner_login, outsider_login, fleet):
-    lease = _settled(_active(owner_login.membership.tenant, fleet.gpus[:2]), amount=40)
+    lease = leases.settled(
+        leases.active(owner_login.membership.tenant, fleet.gpus[:2]), amount_micro=40
+    )
     other = outsider_login.client
     for url in _pages(lease.pk):
         assert other.get(url).status_code == 404, url
@@ -146,7 +117,7 @@ def test_it_validates_ownership(owner_login, outsider_login, fleet):
 
 
 def test_member_reads_every_page_but_cannot_change_a_lease(owner_login, member_login, fleet):
-    lease = _active(owner_login.membership.tenant, fleet.gpus[:2])
+    lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     member = member_login.client
     assert member.get(f"/console/leases/{lease.pk}/").status_code == 200
     assert b'id="end"' not in member.get(f"/console/leases/{lease.pk}/").content
@@ -160,7 +131,7 @@ def test_member_reads_every_page_but_cannot_change_a_lease(owner_login, member_l
 
 
 def test_a_write_page_answers_only_post(owner_login, fleet):
-    lease = _active(owner_login.membership.tenant, fleet.gpus[:2])
+    lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     assert owner_login.client.get(f"/console/leases/{lease.pk}/end/").status_code == 405
     assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
 
@@ -195,7 +166,7 @@ def test_owner_requests_a_lease(owner_login, fleet):
 
 
 def test_owner_ends_an_active_lease_and_a_second_end_is_explained(owner_login, fleet):
-    lease = _active(owner_login.membership.tenant, fleet.gpus[:2])
+    lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     owner_login.client.post(f"/console/leases/{lease.pk}/end/")
     assert Lease.objects.get(pk=lease.pk).state == states.ENDING
     again = owner_login.client.post(f"/console/leases/{lease.pk}/end/", follow=True)
@@ -203,7 +174,7 @@ def test_owner_ends_an_active_lease_and_a_second_end_is_explained(owner_login, f
 
 
 def test_migrate_to_an_unknown_generation_names_it(owner_login, fleet):
-    lease = _active(owner_login.membership.tenant, fleet.gpus[:2])
+    lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     page = owner_login.client.post(
         f"/console/leases/{lease.pk}/migrate/", {"generation": "B200"}, follow=True
     )
@@ -213,7 +184,7 @@ def test_migrate_to_an_unknown_generation_names_it(owner_login, fleet):
 
 def test_live_progress_of_the_tenants_leases(owner_login, fleet, settings):
     settings.LEASE_HOUR_S = 1  # one leased hour per second: a 1-hour lease is done at once
-    lease = _active(owner_login.membership.tenant, fleet.gpus[:2])
+    lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     Lease.objects.filter(pk=lease.pk).update(started=lease.started.replace(year=2000))
     live = owner_login.client.get("/console/leases/live.json").json()
     assert live == {"leases": [{"id": lease.pk, "state": "active", "progress": 100}]}
@@ -225,7 +196,7 @@ def test_live_progress_of_the_tenants_leases(owner_login, fleet, settings):
 def test_receipt_downloads_once_the_lease_is_on_the_ledger(
     owner_login, fleet, attested_node, ledger
 ):
-    lease = _placed(owner_login.membership.tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.placed(owner_login.membership.tenant, fleet.gpus[:2], [attested_node])
     url = f"/console/leases/{lease.pk}/receipt.json"
     assert owner_login.client.get(url).status_code == 409
     relay_once(ledger)
@@ -238,7 +209,7 @@ def test_receipt_downloads_once_the_lease_is_on_the_ledger(
 
 
 def test_readings_are_the_lease_gpus_samples_while_it_ran(owner_login, fleet):
-    lease = _active(owner_login.membership.tenant, fleet.gpus[:2])
+    lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     started = lease.started - timedelta(seconds=10)
     Lease.objects.filter(pk=lease.pk).update(started=started)
     start_ms = int(started.timestamp() * 1000)
@@ -254,14 +225,16 @@ def test_readings_are_the_lease_gpus_samples_while_it_ran(owner_login, fleet):
 
 
 def test_bills_by_month_list_each_settlement_line(owner_login, outsider_login, fleet):
-    _settled(_active(owner_login.membership.tenant, fleet.gpus[:1]), amount=40)
-    _settled(_active(outsider_login.membership.tenant, fleet.gpus[1:2]), amount=1000)
+    leases.settled(leases.active(owner_login.membership.tenant, fleet.gpus[:1]), amount_micro=40)
+    leases.settled(
+        leases.active(outsider_login.membership.tenant, fleet.gpus[1:2]), amount_micro=1000
+    )
     html = owner_login.client.get("/console/bills/").content.decode()
     assert "1 line, 40 µ" in html and "1000" not in html
 
 
 def test_gpus_page_shows_the_attestation_of_held_gpus(owner_login, fleet, attested_node):
-    _active(owner_login.membership.tenant, fleet.gpus[:2])
+    leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     html = owner_login.client.get("/console/gpus/").content.decode()
     assert fleet.gpus[0].uuid in html and fleet.gpus[3].uuid not in html
     assert "valid at" in html and "(on the ledger)" in html

@@ -5,7 +5,6 @@ page with a real failed quote and the PCR that differs, and the ledger page."""
 from __future__ import annotations
 
 import time
-from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -13,10 +12,10 @@ from django.test import Client
 
 from attest.agent.http import attest_once, enrol
 from scheduler.telemetry.sample import TelemetrySample as Sample
+from tests.webapp import leases
 from webapp.dashboard.ranges import RANGES
 from webapp.fleet.models import Node, TelemetrySample
 from webapp.fleet.telemetry import record_samples
-from webapp.leasing import actions
 from webapp.outbox.relay import relay_once
 
 PAGES = ("utilisation", "cost", "ledger", "capacity")
@@ -97,35 +96,9 @@ def test_long_ranges_read_the_hourly_rollups_not_the_samples(staff, fleet):
 
 
 def test_cost_over_time_by_tenant_and_generation_with_energy(staff, fleet, tenant):
-    lease = actions.request_lease(
-        tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor="t"
-    )
     price = {"lines": [{"generation": "A100-SXM4-80GB"}]}
-    actions.place_lease(
-        lease,
-        fleet.gpus[:1],
-        price=price,
-        price_total_micro=2_000_000,
-        attributed_energy_mj=10,
-        attestations=[],
-        actor="t",
-    )
-    actions.activate_lease(lease, actor="t")
-    actions.end_lease(lease, actor="t")
-    actions.settle_lease(
-        lease,
-        [
-            actions.SettlementInput(
-                generation="A100-SXM4-80GB",
-                attributed_energy_mj=10,
-                measured_energy_mj=15,
-                tariff_micro_per_kwh=1,
-                amount_micro=500_000,
-                telemetry_digest="00" * 32,
-            )
-        ],
-        actor="t",
-    )
+    lease = leases.active(tenant, fleet.gpus[:1], price=price, price_total_micro=2_000_000)
+    leases.settled(lease, amount_micro=500_000, attributed_mj=10, measured_mj=15)
     body = staff.get("/ops/cost/data.json?range=24h").json()
     assert sum(body["by_tenant"]["Owner Co"]["micro"]) == 2_500_000
     assert sum(body["by_generation"]["A100-SXM4-80GB"]["micro"]) == 2_500_000
