@@ -18,6 +18,7 @@ api_v1 = [
 urlpatterns = [
     path("", dashboard.overview, name="dashboard"),
     path("dashboard/data.json", dashboard.data, name="dashboard-data"),
+    path("favicon.ico", dashboard.favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("console/", include("webapp.console.urls")),
     path("ops/", include("webapp.dashboard.urls")),

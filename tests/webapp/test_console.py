@@ -230,7 +230,7 @@ def test_bills_by_month_list_each_settlement_line(owner_login, outsider_login, f
         leases.active(outsider_login.membership.tenant, fleet.gpus[1:2]), amount_micro=1000
     )
     html = owner_login.client.get("/console/bills/").content.decode()
-    assert "1 line, 40 µ" in html and "1000" not in html
+    assert "1 line, settled 40 µ" in html and "comment" not in html and "1000" not in html
 
 
 def test_gpus_page_shows_the_attestation_of_held_gpus(owner_login, fleet, attested_node):

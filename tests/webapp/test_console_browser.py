@@ -115,6 +115,8 @@ def test_tenant_previews_requests_watches_downloads_and_reads_its_bill(browser, 
     page.wait_for_function(
         "document.getElementById('state').textContent === 'active'", timeout=WAIT_MS
     )
+    page.wait_for_selector("#end", timeout=WAIT_MS)  # the page followed: an active lease ends
+    assert "GPU-" in page.locator("table[data-lease]").inner_text()
     page.screenshot(path=str(demo.shots / "console-lease.png"), full_page=True)
     with page.expect_download() as download:
         page.click("#receipt")

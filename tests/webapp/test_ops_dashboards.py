@@ -134,3 +134,8 @@ def test_ledger_page_counts_commits_codes_and_depth(staff, attested_node, ledger
     assert all(v is not None and v >= 0 for v in body["latency_ms"]["p99"])
     relay_once(ledger)  # nothing new: the page stays the same
     assert staff.get("/ops/ledger/data.json?range=1h").json()["codes"] == {"VALID": 2}
+
+
+def test_the_site_answers_the_browsers_favicon_request(client, db):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200 and response["Content-Type"] == "image/svg+xml"

@@ -13,6 +13,8 @@
         if (state && state.textContent !== row.state) {
           state.textContent = row.state;
           state.className = "state state-" + row.state;
+          // a lease's own page shows more than its state (GPUs, price, what may be done next)
+          if (el.dataset.reloadOnChange !== undefined) location.reload();
         }
         const bar = el.querySelector("progress");
         if (bar) bar.value = row.progress;
