@@ -15,7 +15,7 @@ VENV_STAMP := $(VENV)/.installed-$(LOCK_HASH)
 SYSTEM_PACKAGES := swtpm swtpm-tools tpm2-tools libtss2-dev pkg-config gcc python3-venv \
 	python3-dev postgresql redis-server chromium ca-certificates curl
 
-.PHONY: demo test setup system-packages lint check clean
+.PHONY: demo test setup system-packages lint check clean screenshots
 
 # `make demo LEDGER_BACKEND=fabric` runs the demo through a loopback Fabric network
 demo: setup
@@ -58,6 +58,11 @@ $(VENV_STAMP): requirements.lock pyproject.toml
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# docs/screenshots/: the console and dashboards as the browser tests see them on the demo
+screenshots: setup
+	WATTLEASE_SCREENSHOTS=docs/screenshots $(PY) -m pytest -p no:cacheprovider -q \
+		tests/webapp/test_console_browser.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache

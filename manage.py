@@ -1,20 +1,9 @@
 #!/usr/bin/env python3
-"""Django's command-line utility for Wattlease."""
+"""Django's command-line utility for Wattlease (the same as `wattlease manage ...`)."""
 
-import os
 import sys
 
-
-def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    from django.core.exceptions import ImproperlyConfigured
-    from django.core.management import execute_from_command_line
-
-    try:
-        execute_from_command_line(sys.argv)
-    except ImproperlyConfigured as exc:  # an operator mistake: one line, no stack trace
-        sys.exit(f"configuration error: {exc}")
-
+from webapp.cli import django_main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(django_main(sys.argv))

@@ -21,6 +21,10 @@ SCALE_UP_UTIL = 0.85
 SCALE_DOWN_UTIL = 0.15
 SCALE_UP_STEP = 2
 SCALE_DOWN_STEP = 1
+# The seed's chapter 1: a GPU busy computing while its memory bandwidth idles is a queueing
+# symptom (kernels wait on launches, host transfers or each other), not a full GPU.
+QUEUEING_COMPUTE_MIN = 0.70
+QUEUEING_MEM_BW_MAX = 0.20
 MS_PER_HOUR = 3_600_000
 MS_PER_DAY = 24 * MS_PER_HOUR
 EPOCH_WEEKDAY = 3  # 1970-01-01 was a Thursday (Monday = 0)
@@ -136,22 +140,65 @@ class IdleHeatmap:
         }
 
 
+def queueing_symptom(util: float | None, mem_util: float | None) -> bool:
+    """High compute utilisation with low memory-bandwidth utilisation (both 0-1)."""
+    if util is None or mem_util is None:
+        return False
+    return util >= QUEUEING_COMPUTE_MIN and mem_util <= QUEUEING_MEM_BW_MAX
+
+
+@dataclass(frozen=True)
+class HourTotals:
+    """One GPU's (or a pool's) samples in one UTC hour, summed: what a telemetry store keeps
+    so that a month of heat map is read from rollups, not from millions of raw samples."""
+
+    hour_ms: int  # start of the UTC hour, Unix ms
+    samples: int
+    idle: int  # samples with compute utilisation below IDLE_UTIL_PCT
+    util_sum: int  # sum of util_gpu_pct
+    mem_sum: int  # sum of util_mem_pct
+
+
+def hour_start_ms(t_ms: int) -> int:
+    return t_ms - t_ms % MS_PER_HOUR
+
+
+def hour_totals(
+    samples: Iterable[TelemetrySample], idle_util_pct: int = IDLE_UTIL_PCT
+) -> dict[tuple[str, int], HourTotals]:
+    """Samples folded into per-GPU hourly totals, keyed by (GPU, hour start)."""
+    acc: dict[tuple[str, int], list[int]] = {}
+    for s in samples:
+        sums = acc.setdefault((s.gpu, hour_start_ms(s.t_ms)), [0, 0, 0, 0])
+        sums[0] += 1
+        sums[1] += s.util_gpu_pct < idle_util_pct
+        sums[2] += s.util_gpu_pct
+        sums[3] += s.util_mem_pct
+    return {key: HourTotals(key[1], *sums) for key, sums in acc.items()}
+
+
 def idle_heatmap(
     samples: Iterable[TelemetrySample], utc_offset_h: int = 0, idle_util_pct: int = IDLE_UTIL_PCT
 ) -> IdleHeatmap:
-    """Idle capacity by weekday x hour of day (local time = UTC + offset), streaming."""
+    """Idle capacity by weekday x hour of day (local time = UTC + offset), from samples."""
+    return heatmap_from_hours(hour_totals(samples, idle_util_pct).values(), utc_offset_h)
+
+
+def heatmap_from_hours(hours: Iterable[HourTotals], utc_offset_h: int = 0) -> IdleHeatmap:
+    """Idle capacity by weekday x hour of day (local time = UTC + offset), from hourly
+    totals; the same map idle_heatmap draws from the samples they sum."""
     count = [0] * 168
     idle = [0] * 168
     util = [0] * 168
     mem = [0] * 168
     offset = utc_offset_h * MS_PER_HOUR
-    for s in samples:
-        local = s.t_ms + offset
+    for h in hours:
+        local = h.hour_ms + offset
         cell = ((local // MS_PER_DAY + EPOCH_WEEKDAY) % 7) * 24 + (local // MS_PER_HOUR) % 24
-        count[cell] += 1
-        idle[cell] += s.util_gpu_pct < idle_util_pct
-        util[cell] += s.util_gpu_pct
-        mem[cell] += s.util_mem_pct
+        count[cell] += h.samples
+        idle[cell] += h.idle
+        util[cell] += h.util_sum
+        mem[cell] += h.mem_sum
     cells = []
     for cell in range(168):
         n = count[cell]

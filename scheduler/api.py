@@ -6,7 +6,16 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from scheduler.advice import PoolState, ScalingAdvice, advise_pools, idle_heatmap
+from scheduler.advice import (
+    HourTotals,
+    PoolState,
+    ScalingAdvice,
+    advise_pools,
+    heatmap_from_hours,
+    hour_totals,
+    idle_heatmap,
+    queueing_symptom,
+)
 from scheduler.catalogue import Catalogue, load_catalogue
 from scheduler.fleet import parse_plan_input
 from scheduler.placement import Placement, Plan, plan
@@ -19,18 +28,22 @@ from scheduler.telemetry.synthetic import synthetic_fleet, synthetic_trace
 __all__ = [
     "ChosenSource",
     "GpuCondition",
+    "HourTotals",
     "IntervalSettlement",
     "Placement",
     "PoolState",
     "ReplaySource",
     "ScalingAdvice",
     "advise_pools",
+    "heatmap_from_hours",
+    "hour_totals",
     "idle_heatmap",
     "lease_terms",
     "load_trace",
     "open_telemetry",
     "plan_batch",
     "price_lease",
+    "queueing_symptom",
     "settle",
     "synthetic_fleet",
     "synthetic_trace",

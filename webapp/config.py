@@ -146,3 +146,11 @@ def secret_key(production: bool, data_dir: Path) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
     return key
+
+
+def default_data_dir(base_dir: Path) -> Path:
+    """`var/` beside manage.py in a checkout; `./var` of the working directory when Wattlease
+    is an installed package (site-packages is no place for a database)."""
+    if (base_dir / "manage.py").is_file():
+        return base_dir / "var"
+    return Path.cwd() / "var"

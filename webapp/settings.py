@@ -10,6 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from webapp.config import (
     database_from_url,
+    default_data_dir,
     env_bool,
     env_choice,
     env_int,
@@ -24,7 +25,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # Production-shaped unless development is asked for (`make demo` and the tests ask).
 WATTLEASE_ENV = env_choice("WATTLEASE_ENV", "production", ("development", "production"))
 PRODUCTION = WATTLEASE_ENV == "production"
-DATA_DIR = Path(env_str("WATTLEASE_DATA_DIR", str(BASE_DIR / "var"))).resolve()
+DATA_DIR = Path(env_str("WATTLEASE_DATA_DIR", str(default_data_dir(BASE_DIR)))).resolve()
 
 SECRET_KEY = secret_key(PRODUCTION, DATA_DIR)
 DEBUG = env_bool("DEBUG", not PRODUCTION)
@@ -51,6 +52,7 @@ INSTALLED_APPS = [
     "webapp.leasing",
     "webapp.outbox",
     "webapp.dashboard",
+    "webapp.console",
 ]
 
 MIDDLEWARE = [
@@ -174,7 +176,7 @@ REST_FRAMEWORK = {
     # Proxies in front of the server that append to X-Forwarded-For: 0 trusts no header
     # and throttles by the connecting address.
     "NUM_PROXIES": env_int("NUM_PROXIES", 0, maximum=10),
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "webapp.core.openapi.ErrorsAutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -183,6 +185,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "PREPROCESSING_HOOKS": ["webapp.core.openapi.only_versioned_paths"],
 }
 
 # HTTPS only in production: cookies, redirects and HSTS. Behind a proxy that terminates
@@ -229,3 +232,7 @@ OUTBOX_BATCH = env_int("OUTBOX_BATCH", 100, minimum=1, maximum=10_000)
 # A relay that died mid-send leaves its rows "sending"; another relay takes them back after
 # this long (long enough that a live relay has surely collected their receipts).
 OUTBOX_STALE_CLAIM_S = env_int("OUTBOX_STALE_CLAIM_S", 120, minimum=1)
+
+# How long one leased hour lasts in wall time: 3600 s, except on the demo's faster clock.
+# The tenant console's progress bars read it.
+LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)

@@ -11,7 +11,7 @@ bandwidth shows up, as it does in real traces (the seed's first trap).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from scheduler.telemetry.sample import TelemetrySample
@@ -50,6 +50,23 @@ class SyntheticGpu:
     board_power_w: int
 
 
+def _reading(rng: random.Random, gpu: SyntheticGpu, working: bool) -> tuple[int, int, int, int]:
+    """(util %, memory-bandwidth %, power mW, temperature °C) of a GPU idle or working."""
+    if working:
+        util, mem = rng.randrange(55, 101), rng.randrange(15, 96)
+        power_w = gpu.board_power_w * (0.45 + 0.5 * util / 100)
+        return util, mem, int(power_w * 1000), rng.randrange(55, 88)
+    util, mem = rng.randrange(0, IDLE_UTIL_PCT), rng.randrange(0, 4)
+    return util, mem, int(gpu.board_power_w * IDLE_POWER_SHARE * 1000), rng.randrange(32, 46)
+
+
+def _advance(rng: random.Random, energy: dict[str, int], gpu: str, power_mw: int, step_s: int):
+    if rng.random() < RESET_PROBABILITY:
+        energy[gpu] = 0  # driver restart
+    else:
+        energy[gpu] += power_mw * step_s  # mW x s = mJ
+
+
 def synthetic_trace(
     gpus: list[SyntheticGpu],
     start_ms: int,
@@ -68,19 +85,36 @@ def synthetic_trace(
         hour = (t_ms // MS_PER_HOUR + utc_offset_h) % 24
         idle_p = Q2_IDLE_BY_HOUR[hour]
         for gpu in gpus:
-            if rng.random() < idle_p:
-                util, mem = rng.randrange(0, IDLE_UTIL_PCT), rng.randrange(0, 4)
-                power_w = gpu.board_power_w * IDLE_POWER_SHARE
-                temp = rng.randrange(32, 46)
+            util, mem, power_mw, temp = _reading(rng, gpu, rng.random() >= idle_p)
+            _advance(rng, energy, gpu.uuid, power_mw, step_s if step else 0)
+            yield TelemetrySample(gpu.uuid, t_ms, energy[gpu.uuid], power_mw, util, mem, temp)
+
+
+def occupancy_trace(
+    gpus: list[SyntheticGpu],
+    leased: Collection[str],
+    start_ms: int,
+    seconds: int,
+    step_s: int,
+    rng: random.Random,
+    energy: dict[str, int],
+) -> Iterator[TelemetrySample]:
+    """Samples of a fleet where only leased GPUs work: a GPU no lease holds shows 0 %
+    compute and memory-bandwidth utilisation and draws its idle power. `energy` holds each
+    GPU's counter (mJ) and is advanced in place, so consecutive pieces of trace continue
+    one another; the first sample of a piece is one step after `start_ms`."""
+    for step in range(1, seconds // step_s + 1):
+        t_ms = start_ms + step * step_s * 1000
+        for gpu in gpus:
+            if gpu.uuid in leased:
+                util, mem, power_mw, temp = _reading(rng, gpu, True)
             else:
-                util, mem = rng.randrange(55, 101), rng.randrange(15, 96)
-                power_w = gpu.board_power_w * (0.45 + 0.5 * util / 100)
-                temp = rng.randrange(55, 88)
-            power_mw = int(power_w * 1000)
-            if rng.random() < RESET_PROBABILITY:
-                energy[gpu.uuid] = 0  # driver restart
-            elif step:
-                energy[gpu.uuid] += power_mw * step_s  # mW x s = mJ
+                util, mem = 0, 0
+                power_mw = int(gpu.board_power_w * IDLE_POWER_SHARE * 1000)
+                temp = rng.randrange(30, 40)
+            if gpu.uuid not in energy:
+                energy[gpu.uuid] = rng.randrange(0, 10**9)
+            _advance(rng, energy, gpu.uuid, power_mw, step_s)
             yield TelemetrySample(gpu.uuid, t_ms, energy[gpu.uuid], power_mw, util, mem, temp)
 
 

@@ -2,7 +2,16 @@ from __future__ import annotations
 
 import datetime as dt
 
-from scheduler.advice import PoolState, advise_pools, idle_heatmap, scaling_advice
+from scheduler.advice import (
+    HourTotals,
+    PoolState,
+    advise_pools,
+    heatmap_from_hours,
+    hour_totals,
+    idle_heatmap,
+    queueing_symptom,
+    scaling_advice,
+)
 from scheduler.telemetry.sample import TelemetrySample
 from scheduler.telemetry.synthetic import synthetic_fleet, synthetic_trace
 
@@ -72,3 +81,42 @@ def test_heatmap_of_the_synthetic_fleet_recovers_the_q2_profile():
     noon = [grid[d][h] for d in range(7) for h in (10, 11, 12)]
     assert abs(sum(night) / len(night) - 0.623) < 0.02
     assert abs(sum(noon) / len(noon) - 0.191) < 0.02
+
+
+def test_hourly_totals_kept_in_pieces_draw_the_same_heatmap_as_the_samples():
+    start = int(dt.datetime(2026, 11, 30, tzinfo=dt.UTC).timestamp() * 1000)
+    samples = list(synthetic_trace(synthetic_fleet(6, seed=2), start, hours=48, step_s=600))
+    first, second = hour_totals(samples[::2]), hour_totals(samples[1::2])
+    merged = [
+        HourTotals(
+            key[1],
+            *(
+                getattr(first.get(key), f, 0) + getattr(second.get(key), f, 0)
+                for f in ("samples", "idle", "util_sum", "mem_sum")
+            ),
+        )
+        for key in first.keys() | second.keys()
+    ]
+    assert heatmap_from_hours(merged, utc_offset_h=3) == idle_heatmap(samples, utc_offset_h=3)
+    assert sum(h.samples for h in merged) == len(samples)
+
+
+def test_hour_totals_key_each_sample_by_gpu_and_utc_hour():
+    t = int(dt.datetime(2026, 11, 30, 3, 59, 59, tzinfo=dt.UTC).timestamp() * 1000)
+    totals = hour_totals(
+        [
+            TelemetrySample("GPU-1", t, 0, 1, 2, 10, 40),
+            TelemetrySample("GPU-1", t + 1000, 0, 1, 90, 30, 40),
+        ]
+    )
+    assert totals == {
+        ("GPU-1", t - 3_599_000): HourTotals(t - 3_599_000, 1, 1, 2, 10),
+        ("GPU-1", t + 1000): HourTotals(t + 1000, 1, 0, 90, 30),
+    }
+
+
+def test_high_compute_with_low_memory_bandwidth_is_flagged_as_queueing():
+    assert queueing_symptom(0.9, 0.1) and queueing_symptom(0.7, 0.2)
+    assert not queueing_symptom(0.9, 0.5)  # busy and moving data: working
+    assert not queueing_symptom(0.5, 0.05)  # not busy enough to say
+    assert not queueing_symptom(None, 0.1) and not queueing_symptom(0.9, None)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,8 @@ from scheduler.telemetry.replay import (
 from scheduler.telemetry.sample import TelemetryError, TelemetrySample
 from scheduler.telemetry.synthetic import (
     Q2_IDLE_BY_HOUR,
+    SyntheticGpu,
+    occupancy_trace,
     synthetic_fleet,
     synthetic_trace,
 )
@@ -185,3 +188,19 @@ def test_without_nvml_the_configured_trace_is_replayed_and_the_note_says_why(tmp
         open_telemetry("nvml")
     with pytest.raises(TelemetryError, match="unknown telemetry source 'dcgm'"):
         open_telemetry("dcgm")
+
+
+def test_occupancy_trace_works_only_the_leased_gpus_and_continues_its_counters():
+    fleet = [SyntheticGpu("GPU-a", 700), SyntheticGpu("GPU-b", 300)]
+    rng, energy = random.Random(1), {}
+    first = list(occupancy_trace(fleet, {"GPU-a"}, 1_000_000, 10, 2, rng, energy))
+    assert [s.t_ms for s in first[::2]] == [1_002_000, 1_004_000, 1_006_000, 1_008_000, 1_010_000]
+    idle = [s for s in first if s.gpu == "GPU-b"]
+    assert {(s.util_gpu_pct, s.util_mem_pct, s.power_mw) for s in idle} == {(0, 0, 36_000)}
+    busy = [s for s in first if s.gpu == "GPU-a"]
+    assert all(s.util_gpu_pct >= 55 and s.power_mw > 300_000 for s in busy)
+    # the next piece (now GPU-b is leased) continues each counter where the first stopped
+    second = list(occupancy_trace(fleet, {"GPU-b"}, 1_010_000, 4, 2, rng, energy))
+    b = [s for s in second if s.gpu == "GPU-b"]
+    assert b[0].energy_mj == idle[-1].energy_mj + b[0].power_mw * 2
+    assert b[0].util_gpu_pct >= 55

@@ -145,7 +145,7 @@ def test_replayed_quote_is_rejected_with_its_reason(fleet, agent, api):
 def test_malformed_quote_requests_are_400_and_write_nothing(fleet, api, body):
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {api.token}")
-    response = client.post("/api/agent/quote/", body, format="json")
+    response = client.post("/api/v1/agent/quote/", body, format="json")
     assert response.status_code == 400
     assert not Attestation.objects.exists()
 
@@ -173,7 +173,7 @@ def test_a_wrong_node_credential_is_refused(fleet, live_server, trusted_ca):
 
 
 def test_tenant_keys_cannot_use_the_agent_api(owner):
-    assert owner.client.post("/api/agent/challenge/").status_code == 401
+    assert owner.client.post("/api/v1/agent/challenge/").status_code == 401
 
 
 def test_revoked_ak_must_enrol_again(fleet, agent, api):

@@ -14,7 +14,7 @@ import pytest
 
 from tests.fabric.network_fixture import free_base_port
 from tests.webapp.test_dashboard_browser import browser  # noqa: F401  (fixture)
-from tests.webapp.test_demo_server import run_demo
+from tests.webapp.test_demo_server import start_demo, stop_demo
 
 FABRIC_START_TIMEOUT_S = 240
 FUNCTIONS_SEEN_WITHIN_MS = 120_000
@@ -22,7 +22,7 @@ FUNCTIONS_SEEN_WITHIN_MS = 120_000
 
 @pytest.fixture
 def fabric_demo(tmp_path):
-    yield from run_demo(
+    base, process, log = start_demo(
         tmp_path,
         "--ledger",
         "fabric",
@@ -30,6 +30,8 @@ def fabric_demo(tmp_path):
         str(free_base_port()),
         timeout_s=FABRIC_START_TIMEOUT_S,
     )
+    yield base, process, log
+    stop_demo(process)
 
 
 def data(base: str) -> dict:

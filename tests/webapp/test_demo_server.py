@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -17,6 +19,7 @@ from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90
+LIVE_TELEMETRY_TIMEOUT_S = 30
 
 
 def demo_env(tmp_path: Path) -> dict[str, str]:
@@ -35,19 +38,17 @@ def get(url: str) -> tuple[int, str]:
         return response.status, response.read().decode("utf-8", "replace")
 
 
-@pytest.fixture
-def demo_server(tmp_path):
-    yield from run_demo(tmp_path)
-
-
-def run_demo(tmp_path: Path, *extra: str, timeout_s: float = START_TIMEOUT_S):
-    """Start `manage.py demo` on a free port; yield (base URL, process, log); stop it."""
+def start_demo(
+    directory: Path, *extra: str, timeout_s: float = START_TIMEOUT_S
+) -> tuple[str, subprocess.Popen, IO[str]]:
+    """`manage.py demo` (with `extra` arguments) on a free port with its data in
+    `directory`, once it answers."""
     port = free_port()
-    log = (tmp_path / "demo.log").open("w+")
+    log = (directory / "demo.log").open("w+")
     process = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--port", str(port), *extra],
         cwd=ROOT,
-        env=demo_env(tmp_path),
+        env=demo_env(directory),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -56,14 +57,16 @@ def run_demo(tmp_path: Path, *extra: str, timeout_s: float = START_TIMEOUT_S):
     while True:
         try:
             get(base + "/admin/login/")
-            break
+            return base, process, log
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
                 log.seek(0)
                 pytest.fail(f"demo did not start:\n{log.read()}")
             time.sleep(0.5)
-    yield base, process, log
+
+
+def stop_demo(process: subprocess.Popen) -> None:
     if process.poll() is None:  # stop it the way an operator would, so swtpms go too
         process.send_signal(signal.SIGTERM)
         try:
@@ -71,6 +74,13 @@ def run_demo(tmp_path: Path, *extra: str, timeout_s: float = START_TIMEOUT_S):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture
+def demo_server(tmp_path):
+    base, process, log = start_demo(tmp_path)
+    yield base, process, log
+    stop_demo(process)
 
 
 def test_demo_serves_dashboard_admin_and_plotly(demo_server):
@@ -84,19 +94,55 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
     assert status == 200 and "plotly" in plotly_js[:2000].lower()
     status, data = get(base + "/dashboard/data.json")
     assert status == 200 and '"fleet"' in data
+    database = Path(log.name).parent / "wattlease.sqlite3"
+    live_since = _wait_for_live_telemetry(database)
 
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) in (0, -signal.SIGINT, 130)
     log.seek(0)
     output = log.read()
     assert "operator console" in output and "tenant API key" in output
+    assert "tenant console for Aurora Labs" in output
     assert "Traceback" not in output
+    _check_demo_telemetry(database, live_since)
     leftover = subprocess.run(
         ["pgrep", "-f", f"swtpm socket.*{log.name.rsplit('/', 1)[0]}"],
         capture_output=True,
         text=True,
     )
     assert leftover.stdout == "", "the demo left swtpm processes behind"
+
+
+def _wait_for_live_telemetry(database: Path) -> int:
+    """Wait for the demo's own telemetry (the history ends 15 minutes before it starts)."""
+    since = int(time.time() * 1000) - 60_000
+    deadline = time.monotonic() + LIVE_TELEMETRY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with sqlite3.connect(database) as db:
+            query = "select count(*) from fleet_telemetrysample where t_ms >= ?"
+            if db.execute(query, (since,)).fetchone()[0]:
+                return since
+        time.sleep(1)
+    pytest.fail("no live telemetry from the demo")
+
+
+def _check_demo_telemetry(database: Path, live_since: int) -> None:
+    """A GPU no lease ever held shows 0 % and idle power after the demo started; the week
+    before it is history, rolled up by the hour."""
+    with sqlite3.connect(database) as db:
+        newest = db.execute("select max(t_ms) from fleet_telemetrysample").fetchone()[0]
+        never_leased_busy = db.execute(
+            "select count(*) from fleet_telemetrysample s where s.t_ms >= ? and "
+            "s.util_gpu_pct > 0 and s.gpu_id not in (select gpu_id from leasing_lease_gpus)",
+            (live_since,),
+        ).fetchone()[0]
+        live = db.execute(
+            "select count(*) from fleet_telemetrysample where t_ms >= ?", (live_since,)
+        ).fetchone()[0]
+        oldest = db.execute("select min(t_ms) from fleet_telemetrysample").fetchone()[0]
+        hours = db.execute("select count(distinct hour_ms) from fleet_gpuhour").fetchone()[0]
+    assert live > 0 and never_leased_busy == 0
+    assert newest - oldest >= 6.9 * 86_400_000 and hours >= 7 * 24
 
 
 def test_demo_refuses_a_busy_port_with_one_line(tmp_path):

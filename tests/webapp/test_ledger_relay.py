@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from decimal import Decimal
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from ledger.receipt import verify_receipt
 from tests.ledger.helpers import org_roots
+from tests.webapp import leases
 from tests.webapp.helpers import line
-from tests.webapp.helpers import place as place_at_terms
 from webapp.attestation.models import Attestation
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
@@ -25,16 +24,9 @@ from webapp.outbox.relay import overlap, relay_once, subjects
 ACTOR = "test"
 
 
-def place(tenant, gpus, attestations) -> Lease:
-    lease = actions.request_lease(
-        tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
-    )
-    return place_at_terms(lease, gpus, attestations)
-
-
 def test_attestation_lease_and_settlement_reach_the_ledger(fleet, tenant, attested_node, ledger):
     assert attested_node.ledger_tx  # the contract re-verified the quote and recorded it
-    lease = place(tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.placed(tenant, fleet.gpus[:2], [attested_node])
     assert relay_once(ledger) == {"done": 1}
     # the ledger holds the contract: the relay's reaction started the lease
     assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
@@ -53,7 +45,7 @@ def test_attestation_lease_and_settlement_reach_the_ledger(fleet, tenant, attest
 def test_a_lease_without_a_fresh_attestation_is_refused_by_the_ledger(
     fleet, tenant, ledger, attested_node
 ):
-    lease = place(tenant, fleet.gpus[:2], [])
+    lease = leases.placed(tenant, fleet.gpus[:2], [])
     assert relay_once(ledger) == {"rejected": 1}
     entry = OutboxEntry.objects.get(function="CreateLease")
     assert "attest" in entry.last_error.lower()
@@ -65,14 +57,14 @@ def test_a_lease_waits_for_its_attestation_to_reach_the_ledger(
     fleet, tenant, attested_node, ledger
 ):
     Attestation.objects.filter(pk=attested_node.pk).update(ledger_tx="")
-    place(tenant, fleet.gpus[:2], [attested_node])
+    leases.placed(tenant, fleet.gpus[:2], [attested_node])
     assert relay_once(ledger) == {"waiting": 1}
     entry = OutboxEntry.objects.get(function="CreateLease")
     assert entry.status == OutboxEntry.PENDING and entry.next_attempt is not None
 
 
 def test_relay_retries_are_idempotent(fleet, tenant, attested_node, ledger):
-    lease = place(tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.placed(tenant, fleet.gpus[:2], [attested_node])
     relay_once(ledger)
     entry = OutboxEntry.objects.get(function="CreateLease")
     first_tx = entry.tx_id
@@ -97,10 +89,10 @@ def test_ledger_verify_names_a_tampered_block(settings, attested_node):
 
 
 def test_tenant_receipt_re_checks_offline(fleet, owner, outsider, attested_node, ledger, settings):
-    lease = place(owner.tenant, fleet.gpus[:2], [attested_node])
-    assert owner.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 409
+    lease = leases.placed(owner.tenant, fleet.gpus[:2], [attested_node])
+    assert owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/").status_code == 409
     relay_once(ledger)
-    response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    response = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
     assert response.status_code == 200
     receipt = response.json()
     assert verify_receipt(receipt, org_roots(settings.LEDGER_PATH)) == []
@@ -112,7 +104,7 @@ def test_tenant_receipt_re_checks_offline(fleet, owner, outsider, attested_node,
     assert verify_receipt(
         receipt, org_roots(settings.LEDGER_PATH)
     )  # a tampered receipt no longer checks out
-    assert outsider.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 404
+    assert outsider.client.get(f"/api/v1/leases/{lease.pk}/receipt/").status_code == 404
 
 
 def _blocks(function: str) -> list[int]:
@@ -124,8 +116,8 @@ def test_rows_about_different_records_are_pipelined_into_one_block(
     fleet, tenant, attested_node, ledger
 ):
     ledger.engine.block_timeout_s = 1.0  # a block waits for more; a one-by-one relay can't fill it
-    place(tenant, fleet.gpus[:2], [attested_node])
-    place(tenant, fleet.gpus[2:], [attested_node])
+    leases.placed(tenant, fleet.gpus[:2], [attested_node])
+    leases.placed(tenant, fleet.gpus[2:], [attested_node])
     assert relay_once(ledger) == {"done": 2}
     first, second = _blocks("CreateLease")
     assert first == second
@@ -134,12 +126,12 @@ def test_rows_about_different_records_are_pipelined_into_one_block(
 def test_rows_about_one_lease_commit_in_order_within_one_relay_pass(
     fleet, tenant, attested_node, ledger
 ):
-    lease = place(tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.placed(tenant, fleet.gpus[:2], [attested_node])
     assert relay_once(ledger) == {"done": 1}
     assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
     actions.end_lease(lease, actor=ACTOR)
     actions.settle_lease(lease, [line(lease)], actor=ACTOR)
-    again = place(tenant, fleet.gpus[:2], [attested_node])  # the GPUs EndLease frees
+    again = leases.placed(tenant, fleet.gpus[:2], [attested_node])  # the GPUs EndLease frees
     assert relay_once(ledger) == {"done": 3}  # EndLease, Settle, CreateLease: none refused
     (end,), (settle,) = _blocks("EndLease"), _blocks("Settle")
     assert end < settle and end < _blocks("CreateLease")[1]
@@ -152,7 +144,7 @@ def test_a_later_row_never_overtakes_a_waiting_one_about_the_same_lease(
 ):
     on_ledger = attested_node.ledger_tx
     Attestation.objects.filter(pk=attested_node.pk).update(ledger_tx="")
-    lease = place(tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.placed(tenant, fleet.gpus[:2], [attested_node])
     Lease.objects.filter(pk=lease.pk).update(state=states.ACTIVE)  # as if it had started
     actions.end_lease(Lease.objects.get(pk=lease.pk), actor=ACTOR)
     # CreateLease waits for its attestation, so EndLease must wait too (not be refused)

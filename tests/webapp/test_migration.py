@@ -80,7 +80,7 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     relay_once(ledger)
 
     moved = owner.client.post(
-        f"/api/leases/{lease.pk}/migrate/", {"generation": "H100-SXM5-80GB"}, format="json"
+        f"/api/v1/leases/{lease.pk}/migrate/", {"generation": "H100-SXM5-80GB"}, format="json"
     )
     assert moved.status_code == 200, moved.content
     lease.refresh_from_db()
@@ -135,7 +135,7 @@ def test_migration_to_the_same_generation_is_refused(fleet, tenant, owner, agent
     relay_once(ledger)
     assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
     refused = owner.client.post(
-        f"/api/leases/{lease.pk}/migrate/", {"generation": "A100-SXM4-80GB"}, format="json"
+        f"/api/v1/leases/{lease.pk}/migrate/", {"generation": "A100-SXM4-80GB"}, format="json"
     )
     assert refused.status_code == 400
     assert Lease.objects.get(pk=lease.pk).settlements.count() == 0

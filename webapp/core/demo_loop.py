@@ -3,6 +3,7 @@ lease worker's pass (webapp/leasing/lifecycle.py: placement, preemption, expiry,
 settlement), the outbox relay (whose reaction starts a lease once the ledger holds its
 contract) and the attestation watch, in one thread, plus a replayed telemetry trace. The
 only demo-only parts are a seeded pattern of tenant requests and occasional migrations.
+Only leased GPUs work; the others draw idle power at 0 %.
 
 One demo "hour" of lease time passes in DEMO_HOUR_S seconds of wall time.
 """
@@ -20,7 +21,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from scheduler import api as scheduler
-from scheduler.telemetry.synthetic import SyntheticGpu
+from scheduler.telemetry.synthetic import SyntheticGpu, occupancy_trace
 from webapp.attestation.service import mark_stale
 from webapp.core.demo_agents import signals_to_main_thread
 from webapp.fleet.models import GPU
@@ -39,7 +40,7 @@ TICK_S = 2.0
 DEMO_HOUR_S = 30.0  # wall seconds per leased hour
 MAX_OPEN_REQUESTS = 4
 ACTOR = "demo-loop"
-TRACE_HOURS = 1.0  # each generated trace covers this much; a new one follows when it ends
+TRACE_PIECE_S = 10  # each piece of trace follows the leases as they were when it began
 TRACE_STEP_S = 2
 TELEMETRY_FLUSH_S = 2.0
 MIGRATE_PROBABILITY = 0.05  # per tick
@@ -123,20 +124,31 @@ class DemoLoop(threading.Thread):
                 continue
 
     def replay(self) -> None:
-        """Generate a Q2-profile trace for the fleet, replay it in real time, repeat."""
+        """Telemetry of the fleet as it is leased: every TRACE_PIECE_S a piece of trace is
+        generated in which only GPUs of active leases work (the others draw idle power at
+        0 %), written to a file and replayed in real time, the way the telemetry worker
+        replays a trace."""
         signals_to_main_thread()
         fleet = [
             SyntheticGpu(uuid, int(power))
             for uuid, power in GPU.objects.values_list("uuid", "generation__board_power_w")
         ]
         path = Path(settings.DATA_DIR) / "demo-trace.csv"
-        round_ = 0
+        rng, energy = random.Random(self.seed), {}
+        piece_start = time.time_ns() // 1_000_000
         while not self.stopping.is_set():
-            start_ms = time.time_ns() // 1_000_000
-            trace = scheduler.synthetic_trace(
-                fleet, start_ms, TRACE_HOURS, step_s=TRACE_STEP_S, seed=self.seed + round_
+            leased = set(
+                GPU.objects.filter(leases__state=states.ACTIVE).values_list("uuid", flat=True)
             )
-            scheduler.write_trace(trace, path)
+            scheduler.write_trace(
+                occupancy_trace(
+                    fleet, leased, piece_start, TRACE_PIECE_S, TRACE_STEP_S, rng, energy
+                ),
+                path,
+            )
+            first_due_s = (piece_start + TRACE_STEP_S * 1000 - time.time_ns() // 1_000_000) / 1000
+            if first_due_s > 0 and self.stopping.wait(first_due_s):
+                return
             batch, flushed = [], time.monotonic()
             for sample in scheduler.ReplaySource(path, speed=1.0):
                 if self.stopping.is_set():
@@ -144,6 +156,7 @@ class DemoLoop(threading.Thread):
                 batch.append(sample)
                 if time.monotonic() - flushed >= TELEMETRY_FLUSH_S:
                     record_samples(batch)
-                    close_old_connections()
                     batch, flushed = [], time.monotonic()
-            round_ += 1
+            record_samples(batch)
+            close_old_connections()
+            piece_start += TRACE_PIECE_S * 1000

@@ -13,7 +13,7 @@ from ledger.terms import DEPLOYED as RATE_CARD
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
 from webapp.tenancy.actions import issue_api_key
-from webapp.tenancy.models import ApiKey, Tenant
+from webapp.tenancy.models import ApiKey, Membership, Tenant
 
 # name, PUE, tariff (micro-units per kWh): the rate card's sites, which the ledger checks
 SITES = [
@@ -38,6 +38,8 @@ OPERATOR = "operator"
 class SeedResult:
     operator_password: str | None
     tenant_keys: dict[str, str]
+    # tenant -> (user, password) of its owner's console login, only when it was created
+    tenant_logins: dict[str, tuple[str, str]]
 
 
 def gpu_uuid(node: str, index: int) -> str:
@@ -76,9 +78,15 @@ def seed_demo() -> SeedResult:
             slug=slug, defaults={"name": name, "max_priority": PRIORITY_GRANTS.get(name, 0)}
         )
         _, keys[name] = issue_api_key(tenant, scope=ApiKey.WRITE, name="demo key", actor=SEED_ACTOR)
-    password = None
     user_model = get_user_model()
+    logins = {}
+    for tenant in Tenant.objects.filter(name__in=TENANTS):
+        if not user_model.objects.filter(username=tenant.slug).exists():
+            logins[tenant.name] = (tenant.slug, secrets.token_urlsafe(12))
+            user = user_model.objects.create_user(tenant.slug, "", logins[tenant.name][1])
+            Membership.objects.create(user=user, tenant=tenant, role=Membership.OWNER)
+    password = None
     if not user_model.objects.filter(username=OPERATOR).exists():
         password = secrets.token_urlsafe(12)
         user_model.objects.create_superuser(OPERATOR, "", password)
-    return SeedResult(operator_password=password, tenant_keys=keys)
+    return SeedResult(operator_password=password, tenant_keys=keys, tenant_logins=logins)

@@ -13,9 +13,12 @@ FORBIDDEN_CLOSE_CODE = 4403
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
-        if not may_view(self.scope.get("user")):
+        user = self.scope.get("user")
+        if not may_view(user):
             await self.close(code=FORBIDDEN_CLOSE_CODE)
             return
+        # readings of individual GPUs go to operators only
+        self.staff = bool(user and user.is_authenticated and user.is_staff)
         await self.channel_layer.group_add(DASHBOARD_GROUP, self.channel_name)
         await self.accept()
 
@@ -23,4 +26,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_discard(DASHBOARD_GROUP, self.channel_name)
 
     async def fleet_changed(self, event):
-        await self.send_json({"kind": event["kind"], "payload": event.get("payload", {})})
+        payload = event.get("payload", {})
+        if event["kind"] == "telemetry" and not self.staff:
+            payload = {"count": payload.get("count")}
+        await self.send_json({"kind": event["kind"], "payload": payload})

@@ -21,24 +21,34 @@ RECENT_LEDGER_TXS = 10
 
 
 def fleet_by_generation() -> list[dict[str, Any]]:
+    """GPUs per generation: leased, quarantined (on a node that is not active and trusted,
+    so not leasable, and held by no lease) and free (the rest)."""
+    leased = Q(leases__state__in=states.HOLDS_GPUS)
+    usable = Q(node__status=Node.ACTIVE, node__trust=Node.TRUSTED)
     rows = (
         GPU.objects.values("generation__catalogue_id", "generation__family")
         .annotate(
             total=Count("id", distinct=True),
-            leased=Count("id", filter=Q(leases__state__in=states.HOLDS_GPUS), distinct=True),
+            leased=Count("id", filter=leased, distinct=True),
+            unusable=Count("id", filter=~usable, distinct=True),
+            unusable_leased=Count("id", filter=~usable & leased, distinct=True),
         )
         .order_by("generation__family", "generation__catalogue_id")
     )
-    return [
-        {
-            "generation": r["generation__catalogue_id"],
-            "family": r["generation__family"],
-            "total": r["total"],
-            "leased": r["leased"],
-            "free": r["total"] - r["leased"],
-        }
-        for r in rows
-    ]
+    out = []
+    for r in rows:
+        quarantined = r["unusable"] - r["unusable_leased"]
+        out.append(
+            {
+                "generation": r["generation__catalogue_id"],
+                "family": r["generation__family"],
+                "total": r["total"],
+                "leased": r["leased"],
+                "quarantined": quarantined,
+                "free": r["total"] - r["leased"] - quarantined,
+            }
+        )
+    return out
 
 
 def nodes() -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from webapp.core.secrets_page import show_once
 from webapp.fleet.actions import quarantine_node
-from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site, TelemetrySample
+from webapp.fleet.models import GPU, Generation, GpuHour, Node, PcrPolicy, Site, TelemetrySample
 
 
 @admin.register(Generation)
@@ -104,3 +104,19 @@ class TelemetrySampleAdmin(admin.ModelAdmin):
     list_filter = ("gpu__node",)
     search_fields = ("gpu__uuid",)
     readonly_fields = [f.name for f in TelemetrySample._meta.fields]
+
+
+@admin.register(GpuHour)
+class GpuHourAdmin(admin.ModelAdmin):
+    """Hourly rollups, kept by the telemetry store: read only."""
+
+    list_display = ("hour_ms", "gpu", "samples", "idle", "util_sum", "mem_sum", "power_mw_sum")
+    list_filter = ("gpu__node",)
+    search_fields = ("gpu__uuid",)
+    readonly_fields = [f.name for f in GpuHour._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

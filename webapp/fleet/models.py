@@ -160,3 +160,27 @@ class TelemetrySample(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["gpu", "t_ms"], name="one_sample_per_gpu_instant")
         ]
+
+
+class GpuHour(models.Model):
+    """One GPU's telemetry in one UTC hour, summed (scheduler.advice.HourTotals), kept by
+    whoever stores samples (webapp.fleet.telemetry.record_samples): the dashboards' time
+    series and the idle heat map read these, a month of them, not the raw samples."""
+
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="hours")
+    hour_ms = models.BigIntegerField(help_text="start of the UTC hour, Unix ms")
+    samples = models.PositiveIntegerField()
+    idle = models.PositiveIntegerField(help_text="samples under the idle utilisation threshold")
+    util_sum = models.PositiveBigIntegerField(help_text="sum of util_gpu_pct")
+    mem_sum = models.PositiveBigIntegerField(help_text="sum of util_mem_pct")
+    power_mw_sum = models.PositiveBigIntegerField(help_text="sum of power_mw")
+
+    class Meta:
+        ordering = ["-hour_ms"]
+        indexes = [models.Index(fields=["hour_ms"])]
+        constraints = [
+            models.UniqueConstraint(fields=["gpu", "hour_ms"], name="one_row_per_gpu_hour")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} @ {self.hour_ms}"

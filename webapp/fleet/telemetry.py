@@ -9,13 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from django.db.models import Max
+from django.db.models import Count, F, Max, Q, Sum
 
+from scheduler.advice import MS_PER_HOUR, hour_start_ms
 from scheduler.telemetry.sample import TelemetrySample as Sample
-from webapp.fleet.models import GPU, TelemetrySample
+from scheduler.telemetry.synthetic import IDLE_UTIL_PCT
+from webapp.core.events import publish_on_commit
+from webapp.fleet.models import GPU, GpuHour, TelemetrySample
 
 BATCH = 2000
 RECENT_WINDOW_MS = 60_000  # telemetry older than this says nothing about the GPU now
+LIVE_EVENT_MAX_SAMPLES = 2_000  # a larger batch is announced by its count only
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,62 @@ def record_samples(samples: Iterable[Sample]) -> Recorded:
             )
         )
     TelemetrySample.objects.bulk_create(rows, batch_size=BATCH, ignore_conflicts=True)
+    if rows:
+        # the samples are committed: tell the dashboards first, then keep the rollups
+        _publish(rows, {v: k for k, v in gpu_ids.items()})
+        times = [row.t_ms for row in rows]
+        update_hours({row.gpu_id for row in rows}, min(times), max(times))
     return Recorded(stored=len(rows), unknown_gpus=frozenset(unknown))
+
+
+def _publish(rows: list[TelemetrySample], uuids: dict[int, str]) -> None:
+    """Tell open dashboards about the new readings, the readings themselves when few
+    enough to travel in one message (pages then draw them without asking)."""
+    readings = None
+    if len(rows) <= LIVE_EVENT_MAX_SAMPLES:
+        readings = [
+            [uuids[r.gpu_id], r.t_ms, r.util_gpu_pct, r.util_mem_pct, r.power_mw] for r in rows
+        ]
+    publish_on_commit("telemetry", count=len(rows), samples=readings)
+
+
+def update_hours(gpu_ids: set[int], first_ms: int, last_ms: int) -> int:
+    """Recompute the hourly rollups of these GPUs for every hour from first_ms to last_ms
+    from the stored samples (so a late or repeated batch can never count twice)."""
+    start, end = hour_start_ms(first_ms), hour_start_ms(last_ms) + MS_PER_HOUR
+    totals = (
+        TelemetrySample.objects.filter(gpu_id__in=gpu_ids, t_ms__gte=start, t_ms__lt=end)
+        .annotate(hour=F("t_ms") - F("t_ms") % MS_PER_HOUR)
+        .values("gpu_id", "hour")
+        .annotate(
+            n=Count("id"),
+            idle=Count("id", filter=Q(util_gpu_pct__lt=IDLE_UTIL_PCT)),
+            util=Sum("util_gpu_pct"),
+            mem=Sum("util_mem_pct"),
+            power=Sum("power_mw"),
+        )
+        .order_by()
+    )
+    rows = [
+        GpuHour(
+            gpu_id=t["gpu_id"],
+            hour_ms=t["hour"],
+            samples=t["n"],
+            idle=t["idle"],
+            util_sum=t["util"],
+            mem_sum=t["mem"],
+            power_mw_sum=t["power"],
+        )
+        for t in totals
+    ]
+    GpuHour.objects.bulk_create(
+        rows,
+        batch_size=BATCH,
+        update_conflicts=True,
+        unique_fields=["gpu", "hour_ms"],
+        update_fields=["samples", "idle", "util_sum", "mem_sum", "power_mw_sum"],
+    )
+    return len(rows)
 
 
 def samples_between(gpus: Sequence[GPU], start_ms: int, end_ms: int) -> list[Sample]:

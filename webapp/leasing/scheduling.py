@@ -25,6 +25,7 @@ from webapp.leasing.models import Lease
 
 log = logging.getLogger(__name__)
 
+PREVIEW_JOB_ID = "preview"
 LOADED_UTIL_PCT = 50  # only a reading under load tells what the GPU draws when working
 
 
@@ -37,6 +38,28 @@ def _attested_nodes() -> dict[int, Attestation]:
         if good is not None:
             out[node.pk] = good
     return out
+
+
+def job_entry(
+    job_id: str,
+    *,
+    gpu_count: int,
+    precision: str,
+    hours: Decimal,
+    priority: int = 0,
+    min_memory_gb: int = 0,
+    single_node: bool = True,
+) -> dict[str, Any]:
+    """One job of the plan input (docs/scheduler.md), from a lease request's fields."""
+    return {
+        "id": job_id,
+        "gpus": gpu_count,
+        "precision": precision,
+        "hours": str(hours),
+        "priority": priority,
+        "min_memory_gb": min_memory_gb,
+        "single_node": single_node,
+    }
 
 
 def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
@@ -84,15 +107,15 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
         if lease.state in (states.PLACED, states.ACTIVE)
     ]
     jobs = [
-        {
-            "id": str(lease.pk),
-            "gpus": lease.gpu_count,
-            "precision": lease.precision,
-            "hours": str(lease.hours),
-            "priority": effective_priority(lease),
-            "min_memory_gb": lease.min_memory_gb,
-            "single_node": lease.single_node,
-        }
+        job_entry(
+            str(lease.pk),
+            gpu_count=lease.gpu_count,
+            precision=lease.precision,
+            hours=lease.hours,
+            priority=effective_priority(lease),
+            min_memory_gb=lease.min_memory_gb,
+            single_node=lease.single_node,
+        )
         for lease in Lease.objects.filter(state=states.REQUESTED)
         .select_related("tenant")
         .order_by("created")
@@ -178,6 +201,31 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
     return skipped
 
 
+def preview(**request: Any) -> dict[str, Any]:
+    """What a lease request (the fields of LeaseRequestSerializer) would get if it were
+    placed now, planned by the scheduler exactly as the queue is, alone in the queue: the
+    GPUs and generation chosen and the scheduler's price breakdown, or why it would wait.
+    Nothing is written."""
+    data, _ = build_plan_input()
+    data["jobs"] = [job_entry(PREVIEW_JOB_ID, **request)]
+    plan = scheduler.plan_batch(data)
+    if not plan.placements:
+        reason = plan.unplaced[0].reason if plan.unplaced else "no capacity"
+        return {"placeable": False, "reason": reason}
+    placement = plan.placements[0]
+    price = placement.price.as_dict()
+    return {
+        "placeable": True,
+        "reason": "",
+        "generation": placement.generation,
+        "gpus": list(placement.gpus),
+        "planned_gpu_hours": str(sum(line.gpu_hours for line in placement.price.lines)),
+        # other tenants' leases it would end: how many, never which
+        "preempts": len(plan.preempted),
+        "price": price,
+    }
+
+
 def settlement_of(
     lease: Lease, until: datetime | None = None, *, final: bool = False
 ) -> scheduler.IntervalSettlement:
@@ -234,15 +282,15 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     data["gpus"] = [g for g in data["gpus"] if g["generation"] == generation]
     data["leases"] = []  # a migration never preempts anyone
     data["jobs"] = [
-        {
-            "id": str(lease.pk),
-            "gpus": lease.gpu_count,
-            "precision": lease.precision,
-            "hours": str(remaining),
-            "priority": effective_priority(lease),
-            "min_memory_gb": lease.min_memory_gb,
-            "single_node": lease.single_node,
-        }
+        job_entry(
+            str(lease.pk),
+            gpu_count=lease.gpu_count,
+            precision=lease.precision,
+            hours=remaining,
+            priority=effective_priority(lease),
+            min_memory_gb=lease.min_memory_gb,
+            single_node=lease.single_node,
+        )
     ]
     plan = scheduler.plan_batch(data)
     if not plan.placements:

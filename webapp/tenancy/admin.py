@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from webapp.core.secrets_page import show_once
 from webapp.tenancy.actions import issue_api_key, revoke_api_key
-from webapp.tenancy.models import ApiKey, Tenant
+from webapp.tenancy.models import ApiKey, Membership, Tenant
 
 
 class ApiKeyInline(admin.TabularInline):
@@ -16,13 +16,21 @@ class ApiKeyInline(admin.TabularInline):
         return False  # keys are issued with the action below, so the secret can be shown once
 
 
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    fields = ("user", "role", "created")
+    readonly_fields = ("created",)
+    autocomplete_fields = ("user",)
+
+
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
     list_display = ("name", "slug", "max_gpus", "max_queued_requests", "max_priority", "created")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
     readonly_fields = ("created",)
-    inlines = [ApiKeyInline]
+    inlines = [MembershipInline, ApiKeyInline]
     actions = ["issue_write_key"]
 
     @admin.action(description="Issue a read/write API key (shown once)")
@@ -56,3 +64,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for key in queryset:
             revoke_api_key(key, actor=str(request.user))
         self.message_user(request, f"revoked {queryset.count()} key(s)")
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "tenant", "role", "created")
+    list_filter = ("role", "tenant")
+    search_fields = ("user__username", "tenant__name")
+    autocomplete_fields = ("user", "tenant")
+    readonly_fields = ("created",)

@@ -86,3 +86,11 @@ class HasTenantScope(permissions.BasePermission):
         if request.method in permissions.SAFE_METHODS:
             return True
         return principal.key.scope == ApiKey.WRITE
+
+
+class IsTenant(permissions.BasePermission):
+    """Any valid key, for requests that compute an answer and change nothing (a POST that
+    only reads, like the price preview)."""
+
+    def has_permission(self, request, view):
+        return isinstance(request.user, TenantPrincipal)

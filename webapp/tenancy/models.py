@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -81,3 +82,29 @@ class ApiKey(models.Model):
     def is_usable(self, now: datetime | None = None) -> bool:
         now = now or timezone.now()
         return not self.revoked and (self.expires is None or self.expires > now)
+
+
+class Membership(models.Model):
+    """A login's place in a tenant, for the tenant console. An owner may request, end and
+    migrate leases; a member reads (the console's twin of a write and a read API key)."""
+
+    OWNER = "owner"
+    MEMBER = "member"
+    ROLES = [(OWNER, "owner: reads and writes"), (MEMBER, "member: reads")]
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="members")
+    role = models.CharField(max_length=6, choices=ROLES, default=MEMBER)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tenant", "user"]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.tenant}, {self.role})"
+
+    @property
+    def can_write(self) -> bool:
+        return self.role == self.OWNER

@@ -72,6 +72,24 @@ class LeaseRequestSerializer(serializers.Serializer):
     min_memory_gb = serializers.IntegerField(min_value=0, max_value=1024, default=0)
 
 
+class PricePreviewSerializer(serializers.Serializer):
+    """The scheduler's answer to a lease request, placed now; nothing is written."""
+
+    placeable = serializers.BooleanField()
+    reason = serializers.CharField(help_text="why it would wait (empty when placeable)")
+    generation = serializers.CharField(required=False, help_text="generation chosen")
+    gpus = serializers.ListField(child=serializers.CharField(), required=False)
+    planned_gpu_hours = serializers.CharField(required=False)
+    preempts = serializers.IntegerField(
+        required=False, help_text="running leases of lower priority it would end"
+    )
+    price = serializers.DictField(
+        required=False,
+        help_text="the scheduler's price breakdown: attributed power, PUE, energy and, per "
+        "GPU, its lines (docs/scheduler.md)",
+    )
+
+
 class MigrateSerializer(serializers.Serializer):
     generation = serializers.SlugRelatedField(
         slug_field="catalogue_id", queryset=Generation.objects.all()

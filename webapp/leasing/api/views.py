@@ -1,27 +1,39 @@
 from __future__ import annotations
 
-import sqlite3
-
-from django.conf import settings
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from chaincode_client.fabric.receipts import export_fabric_receipt
-from chaincode_client.interface import LedgerUnavailable
-from ledger.receipt import export_receipt
+from webapp.core.openapi import ERROR
 from webapp.leasing import actions, bills, scheduling, states
 from webapp.leasing.api.serializers import (
     LeaseRequestSerializer,
     LeaseSerializer,
     MigrateSerializer,
+    PricePreviewSerializer,
 )
 from webapp.leasing.models import Lease, Settlement
-from webapp.outbox.ledger import ledger_client
+from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt
+from webapp.tenancy.authentication import IsTenant
 from webapp.tenancy.querysets import restrict_to_tenant
+
+
+class PricePreviewView(APIView):
+    """What a lease request would cost if it were placed now: the same request body as
+    `POST /api/v1/leases/`, answered by the scheduler's planner and pricer; nothing is
+    written, so a read-only key may ask."""
+
+    permission_classes = [IsTenant]
+
+    @extend_schema(request=LeaseRequestSerializer, responses=PricePreviewSerializer)
+    def post(self, request):
+        form = LeaseRequestSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        return Response(scheduling.preview(**form.validated_data))
 
 
 class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -83,29 +95,23 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             pk, lambda lease: scheduling.migrate(lease, generation, actor=self._actor())
         )
 
-    @extend_schema(request=None, responses=dict)
+    @extend_schema(
+        request=None,
+        responses={
+            200: dict,
+            409: OpenApiResponse(ERROR, "the lease is not on the ledger yet"),
+            501: OpenApiResponse(ERROR, "receipts come from the embedded ledger only"),
+        },
+    )
     @action(detail=True, methods=["get"])
     def receipt(self, request, pk=None):
         """Every ledger record of this lease with the block headers and endorsements they
         sit in (on Fabric: the raw blocks holding them): check it offline with
-        `python -m ledger verify-receipt FILE [--trust ROOTS.pem]`."""
-        lease = self.get_object()
+        `python -m ledger verify-receipt FILE --trust ROOTS`."""
         try:
-            if settings.LEDGER_BACKEND == "embedded":
-                receipt = export_receipt(settings.LEDGER_PATH, str(lease.ledger_id))
-            else:
-                receipt = export_fabric_receipt(ledger_client(), str(lease.ledger_id))
-        except (KeyError, OSError, sqlite3.Error):
-            return Response(
-                {"detail": f"lease {lease.pk} is not on the ledger yet"},
-                status=status.HTTP_409_CONFLICT,
-            )
-        except LedgerUnavailable as exc:
-            return Response(
-                {"detail": f"the ledger is unreachable, try again: {exc}"},
-                status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            )
-        return Response(receipt)
+            return Response(lease_receipt(self.get_object()))
+        except ReceiptUnavailable as exc:
+            return Response({"detail": exc.detail}, status=exc.status)
 
     @extend_schema(
         parameters=[OpenApiParameter("seq", int, description="the bill line's number")],

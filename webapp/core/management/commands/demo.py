@@ -16,7 +16,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT
 from webapp.core.demo_agents import DemoAgents
-from webapp.core.demo_loop import DemoLoop
+from webapp.core.demo_loop import DEMO_HOUR_S, DemoLoop
+from webapp.core.history import seed_history
 from webapp.core.seed import OPERATOR, seed_demo
 from webapp.fleet.models import Node, PcrPolicy
 from webapp.outbox.ledger import use_local_fabric
@@ -71,9 +72,12 @@ class Command(BaseCommand):
         if ledger == "fabric":
             self.stdout.write("Bringing up the Fabric network (3 Raft orderers, 2 orgs)…")
             network = use_local_fabric(options["fabric_base_port"], log=self.stdout.write)
+        settings.LEASE_HOUR_S = DEMO_HOUR_S  # the console's progress bars run on the demo clock
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Seeding the demo fleet…")
         seeded = seed_demo()
+        self.stdout.write("Seeding a week of telemetry history (first run only)…")
+        seed_history()
         self.stdout.write(self.style.SUCCESS(f"Wattlease demo on http://{host}:{port}/"))
         if seeded.operator_password:
             self.stdout.write(
@@ -82,10 +86,15 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(f"  operator console: user {OPERATOR} (password set on first run)")
+        for tenant, (user, password) in seeded.tenant_logins.items():
+            self.stdout.write(
+                f"  tenant console for {tenant}: http://{host}:{port}/console/  "
+                f"user {user}  password {password}"
+            )
         for tenant, token in seeded.tenant_keys.items():
             self.stdout.write(f"  tenant API key for {tenant}: {token}")
         self.stdout.write(
-            f"  try: curl -H 'Authorization: Bearer <key>' http://{host}:{port}/api/leases/"
+            f"  try: curl -H 'Authorization: Bearer <key>' http://{host}:{port}/api/v1/leases/"
         )
         agents = DemoAgents(settings.DATA_DIR, f"http://{host}:{port}", DEMO_ATTESTATION_INTERVAL_S)
         self.stdout.write("Starting one swtpm and node agent per node…")

@@ -47,7 +47,7 @@
     const pct = (v) => (v === null || v === undefined ? null : `${Math.round(v * 100)}%`);
     rows("advice", snap.advice, (a) => [a.pool, a.action, a.replicas_now, a.replicas_advised,
       pct(a.mean_util), pct(a.mean_mem_util)]);
-    rows("fleet", snap.fleet, (r) => [r.generation, r.total, r.leased, r.free]);
+    rows("fleet", snap.fleet, (r) => [r.generation, r.total, r.leased, r.quarantined, r.free]);
     rows("nodes", snap.nodes, (n) => [n.name, `${n.site} (${n.pue})`, n.gpus, n.status, n.trust, n.last_good_attestation],
       (n) => `trust-${n.trust}`);
     rows("leases", snap.leases.recent, (l) => [l.id, l.tenant, l.state, l.gpus, l.precision, l.price]);
@@ -76,7 +76,8 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const socket = new WebSocket(`${scheme}://${location.host}/ws/dashboard/`);
     socket.onopen = () => { badge.textContent = "live"; badge.classList.add("on"); };
-    socket.onmessage = soon;
+    // telemetry arrives every few seconds: the 10 s poll covers it; other changes at once
+    socket.onmessage = (message) => { if (JSON.parse(message.data).kind !== "telemetry") soon(); };
     socket.onclose = () => {
       badge.textContent = "reconnecting…"; badge.classList.remove("on");
       setTimeout(connect, 3000);

@@ -1,0 +1,36 @@
+"""Leases in a given state for the web app's tests, through the real leasing actions, at
+terms the ledger's rate card accepts (tests/webapp/helpers.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from tests.webapp.helpers import line, place
+from webapp.fleet.models import GPU
+from webapp.leasing import actions
+from webapp.leasing.models import Lease
+from webapp.tenancy.models import Tenant
+
+ACTOR = "test"
+GENERATION = "A100-SXM4-80GB"
+
+
+def placed(tenant: Tenant, gpus: Sequence[GPU], attestations: Sequence[Any] = ()) -> Lease:
+    lease = actions.request_lease(
+        tenant, gpu_count=len(gpus), precision="FP16", hours=Decimal(1), actor=ACTOR
+    )
+    return place(lease, list(gpus), list(attestations))
+
+
+def active(tenant: Tenant, gpus: Sequence[GPU]) -> Lease:
+    return actions.activate_lease(placed(tenant, gpus), actor=ACTOR)
+
+
+def settled(lease: Lease, watts: int = 300) -> Lease:
+    """End an active lease and settle it with one one-minute bill line, every GPU drawing
+    `watts`: the line's amounts are the scheduler's, from the lease's terms."""
+    actions.end_lease(lease, actor=ACTOR)
+    lease = Lease.objects.get(pk=lease.pk)
+    return actions.settle_lease(lease, [line(lease, watts=watts)], actor=ACTOR)

@@ -1,0 +1,222 @@
+"""The tenant console: what the tenant API offers, as pages. Views stay thin: queries go
+through restrict_to_tenant, writes through the leasing actions, prices through the
+scheduler (webapp.leasing.scheduling.preview)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.db.models import Count, Sum
+from django.db.models.functions import TruncMonth
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+
+from scheduler.telemetry.sample import CSV_FIELDS
+from webapp.console.access import owner_action, tenant_page
+from webapp.console.progress import progress_pct
+from webapp.fleet.models import GPU, Generation
+from webapp.fleet.telemetry import samples_between
+from webapp.leasing import actions, scheduling, states
+from webapp.leasing.api.serializers import LeaseRequestSerializer
+from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt
+from webapp.tenancy.querysets import restrict_to_tenant
+
+MS = 1000
+
+
+def _leases(request: HttpRequest):
+    return restrict_to_tenant(Lease.objects.all(), request.membership)  # type: ignore[attr-defined]
+
+
+def _lease(request: HttpRequest, pk: int) -> Lease:
+    return get_object_or_404(_leases(request).prefetch_related("gpus", "settlements"), pk=pk)
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"{request.user} (console)"
+
+
+def _with_progress(leases) -> list[dict]:
+    now = timezone.now()
+    return [
+        {"lease": lease, "progress": progress_pct(lease, now, settings.LEASE_HOUR_S)}
+        for lease in leases
+    ]
+
+
+@tenant_page
+def leases(request: HttpRequest) -> HttpResponse:
+    rows = _with_progress(_leases(request).prefetch_related("gpus")[:200])
+    return render(request, "console/leases.html", {"rows": rows})
+
+
+@tenant_page
+def leases_live(request: HttpRequest) -> JsonResponse:
+    """State and progress of the tenant's leases, polled by console.js."""
+    rows = _with_progress(_leases(request)[:200])
+    return JsonResponse(
+        {
+            "leases": [
+                {"id": r["lease"].pk, "state": r["lease"].state, "progress": r["progress"]}
+                for r in rows
+            ]
+        }
+    )
+
+
+@tenant_page
+def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease(request, pk)
+    context = {
+        "lease": lease,
+        "progress": progress_pct(lease, timezone.now(), settings.LEASE_HOUR_S),
+        "lines": lease.price.get("lines", []),
+        "price": {k: v for k, v in lease.price.items() if k != "lines"},
+        "generations": Generation.objects.order_by("catalogue_id"),
+        "can_end": lease.state == states.ACTIVE,
+        "can_cancel": lease.state in (states.REQUESTED, states.PLACED),
+    }
+    return render(request, "console/lease.html", context)
+
+
+@tenant_page
+def lease_request(request: HttpRequest) -> HttpResponse:
+    """GET: the form. POST with `preview`: the scheduler's price for it now, nothing
+    written. POST with `request` (owners only): the lease is requested."""
+    form = LeaseRequestSerializer(data=request.POST) if request.method == "POST" else None
+    context: dict = {"values": request.POST, "precisions": ["FP32", "TF32", "BF16", "FP16", "FP8"]}
+    if form is not None and form.is_valid():
+        if "request" in request.POST:
+            if not request.membership.can_write:  # type: ignore[attr-defined]
+                return render(
+                    request,
+                    "console/forbidden.html",
+                    {"why": "Members read; only the tenant's owner may request leases."},
+                    status=403,
+                )
+            lease = actions.request_lease(
+                request.membership.tenant,  # type: ignore[attr-defined]
+                actor=_actor(request),
+                **form.validated_data,
+            )
+            messages.success(request, f"Lease {lease.pk} requested.")
+            return redirect("console-lease", pk=lease.pk)
+        context["preview"] = scheduling.preview(**form.validated_data)
+    elif form is not None:
+        context["errors"] = form.errors
+    return render(request, "console/request.html", context)
+
+
+@owner_action
+def lease_end(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease(request, pk)
+    _do(request, lambda: actions.end_lease(lease, actor=_actor(request)), f"Lease {pk} ended.")
+    return redirect("console-lease", pk=pk)
+
+
+@owner_action
+def lease_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease(request, pk)
+    _do(
+        request,
+        lambda: actions.cancel_lease(lease, reason="by tenant", actor=_actor(request)),
+        f"Lease {pk} cancelled.",
+    )
+    return redirect("console-lease", pk=pk)
+
+
+@owner_action
+def lease_migrate(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease(request, pk)
+    generation = request.POST.get("generation", "")
+    if not Generation.objects.filter(catalogue_id=generation).exists():
+        messages.error(request, f"generation: {generation!r} is not in the catalogue.")
+    else:
+        _do(
+            request,
+            lambda: scheduling.migrate(lease, generation, actor=_actor(request)),
+            f"Lease {pk} moved to {generation}.",
+        )
+    return redirect("console-lease", pk=pk)
+
+
+def _do(request: HttpRequest, action, done: str) -> None:
+    try:
+        action()
+    except (states.IllegalTransition, actions.LeaseError) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, done)
+
+
+@tenant_page
+def lease_receipt_download(request: HttpRequest, pk: int) -> HttpResponse:
+    lease = _lease(request, pk)
+    try:
+        receipt = lease_receipt(lease)
+    except ReceiptUnavailable as exc:
+        return HttpResponse(exc.detail, status=exc.status, content_type="text/plain")
+    response = HttpResponse(
+        json.dumps(receipt, indent=1, sort_keys=True), content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="lease-{pk}-receipt.json"'
+    return response
+
+
+@tenant_page
+def lease_readings(request: HttpRequest, pk: int) -> HttpResponse:
+    """The telemetry of the lease's GPUs while it ran, as CSV (the trace format)."""
+    lease = _lease(request, pk)
+    if lease.started is None:
+        return HttpResponse(f"lease {pk} has not started", status=409, content_type="text/plain")
+    until = lease.ended or timezone.now()
+    samples = samples_between(
+        list(lease.gpus.all()), int(lease.started.timestamp() * MS), int(until.timestamp() * MS)
+    )
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_FIELDS)
+    writer.writerows(sample.canonical() for sample in samples)
+    response = HttpResponse(out.getvalue(), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="lease-{pk}-readings.csv"'
+    return response
+
+
+@tenant_page
+def bills(request: HttpRequest) -> HttpResponse:
+    """Bills by month: each settlement of the month is a line, with its ledger transaction."""
+    settlements = restrict_to_tenant(
+        Settlement.objects.select_related("lease"),
+        request.membership,  # type: ignore[attr-defined]
+    )
+    months = (
+        settlements.annotate(month=TruncMonth("created"))
+        .values("month")
+        .annotate(amount_micro=Sum("amount_micro"), count=Count("id"))
+        .order_by("-month")
+    )
+    lines: dict = {}
+    for line in settlements.annotate(month=TruncMonth("created")).order_by("created"):
+        lines.setdefault(line.month, []).append(line)
+    bills = [{**month, "lines": lines.get(month["month"], [])} for month in months]
+    return render(request, "console/bills.html", {"bills": bills})
+
+
+@tenant_page
+def gpus(request: HttpRequest) -> HttpResponse:
+    """The attestation status of the GPUs the tenant holds now."""
+    held = (
+        restrict_to_tenant(GPU.objects.all(), request.membership)  # type: ignore[attr-defined]
+        .filter(leases__state__in=states.HOLDS_GPUS)
+        .select_related("node", "generation")
+        .distinct()
+        .order_by("node__name", "index")
+    )
+    rows = [{"gpu": gpu, "attestation": gpu.node.attestations.first()} for gpu in held]
+    return render(request, "console/gpus.html", {"rows": rows})
