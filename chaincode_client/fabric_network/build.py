@@ -1,7 +1,10 @@
-"""Build Hyperledger Fabric's own binaries with `go install`, pinned by commit, cached.
+"""Build pinned Go programs with `go install`, cached: Hyperledger Fabric's own binaries
+(pinned by commit), and any other tool given as a `BuildSpec` (Prometheus, promtool and
+Jaeger: `webapp/observability/binaries.py`).
 
-The binaries land in `${WATTLEASE_CACHE:-~/.cache/wattlease}/fabric/<commit>/` — outside any
-clone, keyed by the commit — so a second CI run finds them and skips the build. A stamp file
+The binaries land in `${WATTLEASE_CACHE:-~/.cache/wattlease}/<name>/<commit>/` — outside any
+clone, keyed by the tool and its pinned commit or tag — so a second CI run finds them and
+skips the build. A stamp file
 records what was built (module, version, Go version, sha256 of each binary); the cache counts
 only when the stamp and every binary agree, so a half-finished or tampered cache is rebuilt.
 Each build installs into a fresh temporary folder that is renamed into place at the end: an
@@ -53,9 +56,14 @@ class BuildError(Exception):
 
 @dataclass(frozen=True)
 class BuildSpec:
+    """What to `go install`: a module at a pinned commit or release tag (`commit`), its
+    packages with the cache sub-folder each binary goes to, and the tool's `name` (the
+    cache folder and the name in progress lines)."""
+
     module: str = FABRIC_MODULE
     commit: str = FABRIC_COMMIT
     packages: tuple[tuple[str, str], ...] = FABRIC_PACKAGES
+    name: str = "fabric"
 
     def binaries(self) -> list[Path]:
         """Paths of the built binaries, relative to the cache dir."""
@@ -64,7 +72,7 @@ class BuildSpec:
 
 @dataclass(frozen=True)
 class BuildResult:
-    root: Path  # <cache>/fabric/<commit>
+    root: Path  # <cache>/<name>/<commit>
     cached: bool  # True when the stamp matched and nothing was built
     seconds: float
     go_version: str
@@ -87,7 +95,7 @@ def cache_root(env: Mapping[str, str] | None = None) -> Path:
 
 
 def build_dir(spec: BuildSpec, root: Path) -> Path:
-    return root / "fabric" / spec.commit
+    return root / spec.name / spec.commit
 
 
 def _sha256(path: Path) -> str:
@@ -139,7 +147,7 @@ def _diagnose(module: str, version: str, output: str, env: Mapping[str, str]) ->
     if "403 Forbidden" in output or "404 Not Found" in output or "not available" in output:
         return (
             f"the Go module proxy ({proxy}) refused {module}@{version}; this machine cannot "
-            f"download Fabric's source. Point GOPROXY at a proxy that serves it (or pre-fill "
+            f"download its source. Point GOPROXY at a proxy that serves it (or pre-fill "
             f"the module cache) and run again.\n{tail}"
         )
     if "verifying" in output and ("sum.golang.org" in output or "checksum" in output):
@@ -197,13 +205,14 @@ def build(
     go_version = _go_version(base_env)
     stamp = read_stamp(spec, root)
     if stamp is not None:
-        log(f"fabric binaries: cached at {folder} (built by {stamp.get('go_version')})")
+        log(f"{spec.name} binaries: cached at {folder} (built by {stamp.get('go_version')})")
         binaries = stamp["binaries"]
         assert isinstance(binaries, dict)
         return BuildResult(folder, True, time.monotonic() - started, go_version, dict(binaries))
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.commit[:12]}-", dir=folder.parent))
+    log(f"{spec.name} binaries: not in the cache; building {spec.module}@{spec.commit}")
     try:
         total = len(spec.packages)
         for i, (pkg, sub) in enumerate(spec.packages, 1):
@@ -230,7 +239,7 @@ def build(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     seconds = time.monotonic() - started
-    log(f"fabric binaries: built into {folder} in {seconds:.0f}s")
+    log(f"{spec.name} binaries: built into {folder} in {seconds:.0f}s")
     return BuildResult(folder, False, seconds, go_version, hashes)
 
 
