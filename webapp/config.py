@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -127,3 +128,19 @@ def secret_key(production: bool, data_dir: Path) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(key + "\n")
     return key
+
+
+def env_networks(name: str, default: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """Comma-separated addresses or CIDR networks (`127.0.0.1/32,::1/128`); empty for none."""
+    raw = os.environ.get(name, default)
+    networks = []
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        try:
+            networks.append(ip_network(part, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {part!r} is not an IP address or network (e.g. 10.0.0.0/8)"
+            ) from None
+    return tuple(networks)

@@ -10,6 +10,7 @@ from webapp.config import (
     env_bool,
     env_choice,
     env_int,
+    env_networks,
     env_str,
     redis_url,
     secret_key,
@@ -45,9 +46,11 @@ INSTALLED_APPS = [
     "webapp.leasing",
     "webapp.outbox",
     "webapp.dashboard",
+    "webapp.observability",
 ]
 
 MIDDLEWARE = [
+    "webapp.observability.middleware.ObservabilityMiddleware",  # first: times everything
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -140,6 +143,7 @@ if PRODUCTION:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "webapp.observability.jsonlog.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
@@ -160,3 +164,16 @@ TPM_EK_CA_DIR = Path(env_str("TPM_EK_CA_DIR", str(DATA_DIR / "tpm" / "ek-ca")))
 LEDGER_ORG = env_str("LEDGER_ORG", "Org1MSP")
 LEDGER_ORGS = tuple(o for o in env_str("LEDGER_ORGS", "Org1MSP,Org2MSP").split(",") if o)
 OUTBOX_BATCH = env_int("OUTBOX_BATCH", 100, minimum=1, maximum=10_000)
+
+# -- Observability (docs/operations.md, "Observability") --
+# Log lines as JSON objects (request id, tenant, lease, ledger tx id, trace id) or as text.
+LOG_FORMAT = env_choice("LOG_FORMAT", "json" if PRODUCTION else "text", ("json", "text"))
+if LOG_FORMAT == "json":
+    LOGGING["handlers"]["console"]["formatter"] = "json"
+# Who may read /metrics: these networks (loopback by default), or a caller presenting
+# `Authorization: Bearer <METRICS_TOKEN>`. Anyone else gets a 404.
+METRICS_ALLOWED_NETWORKS = env_networks("METRICS_ALLOWED_NETWORKS", "127.0.0.1/32,::1/128")
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# OTLP/HTTP collector base URL (Jaeger all-in-one: http://127.0.0.1:4318); empty: no tracing.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "wattlease")

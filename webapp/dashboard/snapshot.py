@@ -98,19 +98,26 @@ def leases() -> dict[str, Any]:
 
 
 def cost_by_tenant() -> list[dict[str, Any]]:
-    rows = (
+    """Up-front prices and settlement true-ups per tenant. Two sums, not one over a join:
+    a lease with two settlements (a migration) must not count its price twice."""
+    priced = dict(
         Lease.objects.filter(price_total_micro__isnull=False)
-        .values("tenant__name")
-        .annotate(priced=Sum("price_total_micro"), settled=Sum("settlements__amount_micro"))
-        .order_by("tenant__name")
+        .values_list("tenant__name")
+        .annotate(priced=Sum("price_total_micro"))
+        .order_by()
+    )
+    settled = dict(
+        Settlement.objects.values_list("lease__tenant__name")
+        .annotate(settled=Sum("amount_micro"))
+        .order_by()
     )
     return [
         {
-            "tenant": r["tenant__name"],
-            "priced_micro": r["priced"] or 0,
-            "settled_micro": r["settled"] or 0,
+            "tenant": tenant,
+            "priced_micro": priced.get(tenant) or 0,
+            "settled_micro": settled.get(tenant) or 0,
         }
-        for r in rows
+        for tenant in sorted(priced)
     ]
 
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from webapp.core import tokens
+from webapp.observability import context
 from webapp.tenancy.models import KEY_PREFIX, ApiKey
 
 LAST_USED_RESOLUTION_S = 60  # don't write last_used on every request
@@ -43,6 +44,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             key = ApiKey.objects.select_related("tenant").filter(prefix=parsed[0]).first()
         if key is None or not key.matches(parsed[1]) or not key.is_usable():
             raise exceptions.AuthenticationFailed("Invalid, revoked or expired API key.")
+        context.set_field("tenant", key.tenant.slug)  # for this request's log lines
         now = timezone.now()
         if key.last_used is None or (now - key.last_used).total_seconds() > LAST_USED_RESOLUTION_S:
             ApiKey.objects.filter(pk=key.pk).update(last_used=now)
