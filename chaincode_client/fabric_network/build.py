@@ -64,6 +64,9 @@ class BuildSpec:
     commit: str = FABRIC_COMMIT
     packages: tuple[tuple[str, str], ...] = FABRIC_PACKAGES
     name: str = "fabric"
+    # `go install pkg@version` refuses a module whose go.mod has replace directives (Jaeger's
+    # has); such a module is built with `go build` in its own source folder instead.
+    as_main_module: bool = False
 
     def binaries(self) -> list[Path]:
         """Paths of the built binaries, relative to the cache dir."""
@@ -158,21 +161,39 @@ def _diagnose(module: str, version: str, output: str, env: Mapping[str, str]) ->
     return f"go install {module}/...@{version} failed:\n{tail}"
 
 
+def _module_dir(spec: BuildSpec, env: dict[str, str]) -> Path:
+    """The module's source in the Go module cache (downloaded if need be; read-only)."""
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"{spec.module}@{spec.commit}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise BuildError(_diagnose(spec.module, spec.commit, out.stdout + out.stderr, env))
+    return Path(json.loads(out.stdout)["Dir"])
+
+
 def _install(
+    spec: BuildSpec,
     pkg: str,
-    version: str,
     gobin: Path,
     env: dict[str, str],
     log: Callable[[str], None],
-    module: str,
+    module_dir: Path | None = None,
 ) -> None:
-    target = f"{module}/{pkg}@{version}"
+    """`go install module/pkg@version` into `gobin`; or, given the module's source folder,
+    `go build` there with the module as the main module (its replace directives apply)."""
+    target = f"{spec.module}/{pkg}@{spec.commit}"
+    if module_dir is None:
+        cmd, cwd, run_env = ["go", "install", target], None, {**env, "GOBIN": str(gobin)}
+    else:
+        gobin.mkdir(parents=True, exist_ok=True)
+        cmd = ["go", "build", "-o", str(gobin / Path(pkg).name), f"./{pkg}"]
+        cwd, run_env = module_dir, env
     proc = subprocess.Popen(
-        ["go", "install", target],
-        env={**env, "GOBIN": str(gobin)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        cmd, cwd=cwd, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     lines: list[str] = []
     assert proc.stdout is not None
@@ -184,9 +205,9 @@ def _install(
     except subprocess.TimeoutExpired as exc:
         proc.kill()
         proc.wait()
-        raise BuildError(f"go install {target} ran past {GO_INSTALL_TIMEOUT_S}s") from exc
+        raise BuildError(f"go {cmd[1]} {target} ran past {GO_INSTALL_TIMEOUT_S}s") from exc
     if code != 0:
-        raise BuildError(_diagnose(module, version, "\n".join(lines), env))
+        raise BuildError(_diagnose(spec.module, spec.commit, "\n".join(lines), env))
 
 
 def build(
@@ -214,13 +235,15 @@ def build(
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.commit[:12]}-", dir=folder.parent))
     log(f"{spec.name} binaries: not in the cache; building {spec.module}@{spec.commit}")
     try:
+        module_dir = _module_dir(spec, base_env) if spec.as_main_module else None
+        verb = "go build" if module_dir else "go install"
         total = len(spec.packages)
         for i, (pkg, sub) in enumerate(spec.packages, 1):
             log(
-                f"[{i}/{total}] go install {spec.module}/{pkg}@{spec.commit[:12]} "
+                f"[{i}/{total}] {verb} {spec.module}/{pkg}@{spec.commit[:12]} "
                 f"({time.monotonic() - started:.0f}s elapsed)"
             )
-            _install(pkg, spec.commit, staging / sub, base_env, log, spec.module)
+            _install(spec, pkg, staging / sub, base_env, log, module_dir)
         hashes = {str(rel): _sha256(staging / rel) for rel in spec.binaries()}
         stamp_data = {
             "format": STAMP_FORMAT,

@@ -27,11 +27,14 @@ PROMETHEUS = BuildSpec(
     name="prometheus",
 )
 # Jaeger v1.75.0's `cmd/jaeger` is the all-in-one (collector, query, in-memory storage).
+# Its go.mod replaces a module, so `go install ...@v1.75.0` refuses it: it is built in its
+# own source folder from the module cache, pinned all the same by the module's go.sum.
 JAEGER = BuildSpec(
     module="github.com/jaegertracing/jaeger",
     commit="v1.75.0",
     packages=(("cmd/jaeger", "bin"),),
     name="jaeger",
+    as_main_module=True,
 )
 TOOLS = (PROMETHEUS, JAEGER)
 BUILD_COMMAND = "python -m webapp.observability build"
