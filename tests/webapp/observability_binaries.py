@@ -1,5 +1,6 @@
-"""The built Prometheus, promtool and Jaeger for tests: a missing one FAILS the test with the
-command that builds it (`make test` builds them first); it never skips."""
+"""The built Prometheus, promtool and Jaeger for tests, and their processes. A missing
+binary FAILS the test with the command that builds it (`make test` builds them first); it
+never skips."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from chaincode_client.fabric_network.build import BuildSpec
 from webapp.observability.binaries import MissingBinary, binary
 
 POLL_S = 0.25
+STOP_TIMEOUT_S = 30
 
 
 def require(spec: BuildSpec, name: str) -> Path:
@@ -42,3 +44,13 @@ def wait_until(what: str, check, process: subprocess.Popen, log: Path, timeout_s
         if process.poll() is not None or time.monotonic() > deadline:
             pytest.fail(f"{what} did not happen in {timeout_s}s:\n{log.read_text()[-4000:]}")
         time.sleep(POLL_S)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """SIGTERM, as an operator stops it (its exporters flush); SIGKILL if it hangs."""
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -4,16 +4,14 @@ including a module whose go.mod has a replace directive, as Jaeger's does."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from chaincode_client.fabric_network.build import BuildError, BuildSpec, build
-from tests.fabric.goproxy import DEMO_MODULE, DEMO_VERSION, make_proxy, proxy_env
+from tests.fabric.goproxy import DEMO_MODULE, DEMO_VERSION, add_module, make_proxy, proxy_env
 from webapp.observability.binaries import BUILD_COMMAND, PROMETHEUS, MissingBinary, binary
 
 REPLACING = "example.com/replacing"
@@ -23,19 +21,9 @@ GREETING = "built as the main module"
 
 def add_replacing_module(folder: Path) -> None:
     """A module whose go.mod replaces another, which `go install ...@version` refuses."""
-    at = folder / REPLACING / "@v"
-    at.mkdir(parents=True)
-    go_mod = f"module {REPLACING}\n\ngo 1.21\n\nreplace example.com/elsewhere => ./elsewhere\n"
-    (at / "list").write_text(REPLACING_VERSION + "\n")
-    (at / f"{REPLACING_VERSION}.info").write_text(
-        json.dumps({"Version": REPLACING_VERSION, "Time": "2026-01-01T00:00:00Z"})
-    )
-    (at / f"{REPLACING_VERSION}.mod").write_text(go_mod)
-    prefix = f"{REPLACING}@{REPLACING_VERSION}/"
     main = f'package main\n\nimport "fmt"\n\nfunc main() {{ fmt.Println("{GREETING}") }}\n'
-    with zipfile.ZipFile(at / f"{REPLACING_VERSION}.zip", "w") as zf:
-        zf.writestr(prefix + "go.mod", go_mod)
-        zf.writestr(prefix + "cmd/tool/main.go", main)
+    replace = "\nreplace example.com/elsewhere => ./elsewhere\n"
+    add_module(folder, REPLACING, REPLACING_VERSION, [("cmd/tool", main)], replace)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pytest
 
 from attest.agent.http import AgentApi, enrol
 from tests.services import free_port
-from tests.webapp.observability_binaries import get_json, require, wait_until
+from tests.webapp.observability_binaries import get_json, require, stop, wait_until
 from webapp.observability.binaries import JAEGER
 from webapp.observability.relay_watch import SPAN_PREFIX
 
@@ -102,15 +102,6 @@ def start(cmd: list[str], env: dict[str, str], log: Path, ready_url: str) -> sub
         START_TIMEOUT_S,
     )
     return process
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @dataclass

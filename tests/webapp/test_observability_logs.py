@@ -12,12 +12,11 @@ from decimal import Decimal
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
+from tests.webapp.observability_helpers import ACTOR, place_one_gpu_lease
 from webapp.leasing import actions
 from webapp.observability.jsonlog import JsonFormatter
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
-
-ACTOR = "test"
 
 
 @pytest.fixture
@@ -75,18 +74,7 @@ def test_a_line_inside_a_span_carries_its_trace_and_span_ids(json_lines):
 def test_the_relay_line_of_a_commit_carries_its_ledger_tx_id(
     fleet, tenant, attested_node, ledger, json_lines
 ):
-    lease = actions.request_lease(
-        tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor=ACTOR
-    )
-    actions.place_lease(
-        lease,
-        fleet.gpus[:1],
-        price={},
-        price_total_micro=1,
-        attributed_energy_mj=1,
-        attestations=[attested_node],
-        actor=ACTOR,
-    )
+    place_one_gpu_lease(tenant, fleet.gpus, [attested_node])
     json_lines.truncate(0)
     json_lines.seek(0)
     assert relay_once(ledger) == {"done": 1}

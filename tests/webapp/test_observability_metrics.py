@@ -9,14 +9,13 @@ import secrets
 import subprocess
 import sys
 from datetime import timedelta
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from django.test import Client
 from django.utils import timezone
 
-from tests.webapp.observability_helpers import parse, scrape, value
+from tests.webapp.observability_helpers import ACTOR, parse, place_one_gpu_lease, scrape, value
 from webapp.attestation.models import Attestation
 from webapp.fleet.models import TelemetrySample
 from webapp.leasing import actions
@@ -26,7 +25,6 @@ from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 
 ROOT = Path(__file__).resolve().parents[2]
-ACTOR = "test"
 A100_BOARD_W = 400
 
 
@@ -98,18 +96,7 @@ def test_telemetry_by_generation_and_node_power_against_board_power(client, flee
 
 
 def test_cost_by_tenant_counts_a_lease_with_two_settlements_once(client, fleet, tenant):
-    lease = actions.request_lease(
-        tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor=ACTOR
-    )
-    lease = actions.place_lease(
-        lease,
-        fleet.gpus[:1],
-        price={},
-        price_total_micro=5_000_000,
-        attributed_energy_mj=1,
-        attestations=[],
-        actor=ACTOR,
-    )
+    lease = place_one_gpu_lease(tenant, fleet.gpus, [], price_micro=5_000_000)
     actions.activate_lease(lease, actor=ACTOR)
     actions.end_lease(lease, actor=ACTOR)
     intervals = [
@@ -145,18 +132,7 @@ def test_ledger_submit_and_commit_latency_per_function(
     client, attested_node, ledger, fleet, tenant
 ):
     before = scrape(client)
-    lease = actions.request_lease(
-        tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor=ACTOR
-    )
-    actions.place_lease(
-        lease,
-        fleet.gpus[:1],
-        price={},
-        price_total_micro=1,
-        attributed_energy_mj=1,
-        attestations=[attested_node],
-        actor=ACTOR,
-    )
+    place_one_gpu_lease(tenant, fleet.gpus, [attested_node])
     assert relay_once(ledger) == {"done": 1}
     after = scrape(client)
     for name, outcome in (

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.services import free_port
-from tests.webapp.observability_binaries import get_json, require, wait_until
+from tests.webapp.observability_binaries import get_json, require, stop, wait_until
 from webapp.observability.binaries import PROMETHEUS
 
 SCRAPE_INTERVAL = "1s"
@@ -63,12 +63,7 @@ def prometheus(live_server, tmp_path: Path) -> Iterator[Prometheus]:
         )
         yield Prometheus(base, process, log)
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def query(base: str, promql: str) -> list[dict]:
