@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 TRACER_NAME = "wattlease"
 TRACES_PATH = "/v1/traces"  # OTLP/HTTP's path for spans under the collector's base URL
 TRACEPARENT = "traceparent"
+# Prometheus scrapes every few seconds: a trace per scrape would drown the real ones.
+UNTRACED_URLS = "/metrics"
 _propagator = TraceContextTextMapPropagator()
 _configured = False
 
@@ -34,7 +36,7 @@ def configure(endpoint: str, service_name: str) -> bool:
     exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + TRACES_PATH)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    DjangoInstrumentor().instrument(tracer_provider=provider)
+    DjangoInstrumentor().instrument(tracer_provider=provider, excluded_urls=UNTRACED_URLS)
     _configured = True
     log.info("tracing: exporting spans of %s to %s", service_name, endpoint)
     return True
