@@ -12,11 +12,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from django.utils import timezone
 
 from tests.webapp.observability_helpers import ACTOR, parse, place_one_gpu_lease, scrape, value
 from webapp.attestation.models import Attestation
+from webapp.config import env_networks
 from webapp.fleet.models import TelemetrySample
 from webapp.leasing import actions
 from webapp.observability import views
@@ -148,6 +150,7 @@ WORKER = """
 import django, os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 django.setup()
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 for _ in range({n}):
     Client(HTTP_HOST="localhost").get("/no/such/page")
@@ -175,3 +178,11 @@ def test_several_processes_add_up_in_multiprocess_mode(tmp_path, monkeypatch):
     labels = {"method": "GET", "route": "unmatched", "status": "404"}
     count = value(series, "wattlease_http_request_duration_seconds_count", **labels)
     assert count == 2 * REQUESTS_PER_PROCESS
+
+
+def test_a_bad_allowed_network_stops_start_up_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("METRICS_ALLOWED_NETWORKS", "127.0.0.1/32, 10.0.0.0/33")
+    with pytest.raises(ImproperlyConfigured, match=r"METRICS_ALLOWED_NETWORKS: '10\.0\.0\.0/33'"):
+        env_networks("METRICS_ALLOWED_NETWORKS", "")
+    monkeypatch.setenv("METRICS_ALLOWED_NETWORKS", " ")
+    assert env_networks("METRICS_ALLOWED_NETWORKS", "127.0.0.1") == ()
