@@ -28,8 +28,11 @@ class SubmitWatch:
 
     def __init__(self, entry: OutboxEntry) -> None:
         self.entry = entry
-        link = OutboxTrace.objects.filter(entry_id=entry.pk).values_list("traceparent", flat=True)
-        parent = tracing.context_of(link.first())
+        traceparent = None
+        if tracing.active():  # the row's trace is looked up only when spans are recorded
+            rows = OutboxTrace.objects.filter(entry_id=entry.pk)
+            traceparent = rows.values_list("traceparent", flat=True).first()
+        parent = tracing.context_of(traceparent)
         self.span = tracing.tracer().start_span(
             SPAN_PREFIX + entry.function,
             context=parent,  # type: ignore[arg-type]

@@ -42,6 +42,11 @@ def configure(endpoint: str, service_name: str) -> bool:
     return True
 
 
+def active() -> bool:
+    """Whether this process records spans (an SDK tracer provider is installed)."""
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
+
+
 def tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER_NAME)
 
