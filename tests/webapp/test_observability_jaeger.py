@@ -134,6 +134,7 @@ def jaeger(tmp_path: Path) -> Iterator[Jaeger]:
 def server_env(tmp_path: Path, ca, otlp: str, service: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
     ek_ca = tmp_path / "ek-ca"
     ek_ca.mkdir()
+    (tmp_path / "data").mkdir()
     shutil.copy(ca.root_cert_file, ek_ca / "root.pem")
     shutil.copy(ca.issuer_cert_file, ek_ca / "issuer.pem")
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
