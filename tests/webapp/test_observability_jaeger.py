@@ -196,7 +196,9 @@ def test_a_relayed_ledger_submit_is_a_child_of_the_request_that_queued_it(
     )
     spans = {s["spanID"]: s for s in found["spans"]}
     (submit,) = [s for s in spans.values() if s["operationName"] == operation]
-    (parent_ref,) = [r for r in submit["references"] if r["refType"] == "CHILD_OF"]
+    parents = [r for r in submit["references"] if r["refType"] == "CHILD_OF"]
+    assert len(parents) == 1, f"the relay's span has no parent in the request's trace: {submit}"
+    (parent_ref,) = parents
     assert parent_ref["traceID"] == submit["traceID"] == found["traceID"]
     request = spans[parent_ref["spanID"]]  # the server's span, exported by daphne
     tags = {t["key"]: t["value"] for t in request["tags"]}
