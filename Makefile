@@ -15,7 +15,7 @@ VENV_STAMP := $(VENV)/.installed-$(LOCK_HASH)
 SYSTEM_PACKAGES := swtpm swtpm-tools tpm2-tools libtss2-dev pkg-config gcc python3-venv \
 	python3-dev postgresql redis-server chromium ca-certificates curl
 
-.PHONY: demo test setup system-packages lint check clean screenshots
+.PHONY: demo test setup system-packages lint check clean screenshots observability
 
 # `make demo LEDGER_BACKEND=fabric` runs the demo through a loopback Fabric network
 demo: setup
@@ -54,6 +54,11 @@ $(VENV_STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.lock
 	touch $@
+
+# Prometheus, promtool and Jaeger (go install at pinned releases, cached under
+# $${WATTLEASE_CACHE:-~/.cache/wattlease}; a second run finds the cache). `make test` runs it.
+observability: setup
+	$(PY) -m webapp.observability build
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,6 +1,8 @@
 """The whole test suite, as `make test` and CI run it.
 
 1. static checks: ruff (lint + format), Django's system checks, no missing migration;
+   then Prometheus, promtool and Jaeger are built when the cache lacks them (their tests
+   need them and fail, never skip, without them);
 2. every test with the embedded defaults (SQLite, in-memory channel layer);
 3. the web app's tests again on the production path: a private PostgreSQL and Redis;
 4. the tests marked `fabric` on a real Fabric network, wherever Fabric's binaries are
@@ -59,6 +61,7 @@ def main() -> None:
     step("django checks", [PY, "manage.py", "check", "--fail-level", "WARNING"])
     step("migrations", [PY, "manage.py", "makemigrations", "--check", "--dry-run"])
     step("mypy (pure libraries)", [PY, "-m", "mypy"])
+    step("observability binaries (cached go install)", [PY, "-m", "webapp.observability", "build"])
     fabric_missing = fabric_install_problem()
     step(
         "tests (SQLite, embedded ledger)",

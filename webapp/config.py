@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -154,3 +155,19 @@ def default_data_dir(base_dir: Path) -> Path:
     if (base_dir / "manage.py").is_file():
         return base_dir / "var"
     return Path.cwd() / "var"
+
+
+def env_networks(name: str, default: str) -> tuple[IPv4Network | IPv6Network, ...]:
+    """Comma-separated addresses or CIDR networks (`127.0.0.1/32,::1/128`); empty for none."""
+    raw = os.environ.get(name, default)
+    networks = []
+    for part in (p.strip() for p in raw.split(",")):
+        if not part:
+            continue
+        try:
+            networks.append(ip_network(part, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {part!r} is not an IP address or network (e.g. 10.0.0.0/8)"
+            ) from None
+    return tuple(networks)

@@ -14,6 +14,7 @@ from webapp.config import (
     env_bool,
     env_choice,
     env_int,
+    env_networks,
     env_rate,
     env_str,
     redis_url,
@@ -53,9 +54,11 @@ INSTALLED_APPS = [
     "webapp.outbox",
     "webapp.dashboard",
     "webapp.console",
+    "webapp.observability",
 ]
 
 MIDDLEWARE = [
+    "webapp.observability.middleware.ObservabilityMiddleware",  # first: times everything
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -202,6 +205,7 @@ if env_bool("BEHIND_TLS_PROXY", False):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "webapp.observability.jsonlog.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
@@ -236,3 +240,16 @@ OUTBOX_STALE_CLAIM_S = env_int("OUTBOX_STALE_CLAIM_S", 120, minimum=1)
 # How long one leased hour lasts in wall time: 3600 s, except on the demo's faster clock.
 # The tenant console's progress bars read it.
 LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
+
+# -- Observability (docs/operations.md, "Observability") --
+# Log lines as JSON objects (request id, tenant, lease, ledger tx id, trace id) or as text.
+LOG_FORMAT = env_choice("LOG_FORMAT", "json" if PRODUCTION else "text", ("json", "text"))
+if LOG_FORMAT == "json":
+    LOGGING["handlers"]["console"]["formatter"] = "json"
+# Who may read /metrics: these networks (loopback by default), or a caller presenting
+# `Authorization: Bearer <METRICS_TOKEN>`. Anyone else gets a 404.
+METRICS_ALLOWED_NETWORKS = env_networks("METRICS_ALLOWED_NETWORKS", "127.0.0.1/32,::1/128")
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# OTLP/HTTP collector base URL (Jaeger all-in-one: http://127.0.0.1:4318); empty: no tracing.
+OTEL_EXPORTER_OTLP_ENDPOINT = env_str("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+OTEL_SERVICE_NAME = env_str("OTEL_SERVICE_NAME", "wattlease")

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 from webapp.core.api.docs import SwaggerView
 from webapp.core.redirects import to_api_v1
 from webapp.dashboard import views as dashboard
+from webapp.observability import views as observability
 
 admin.site.site_header = "Wattlease operator console"
 admin.site.site_title = "Wattlease"
@@ -27,6 +28,7 @@ urlpatterns = [
     # the node agents in the field post here; a POST redirect is not followed by them
     path("api/agent/", include(("webapp.attestation.api.urls", "agent-unversioned"))),
     re_path(r"^api/(?P<rest>(?!v1/).*)$", to_api_v1, name="api-unversioned"),
+    path("metrics", observability.metrics, name="metrics"),
 ]
 
 handler404 = "webapp.core.api.errors.page_not_found"

@@ -1,7 +1,10 @@
-"""Build Hyperledger Fabric's own binaries with `go install`, pinned by commit, cached.
+"""Build pinned Go programs with `go install`, cached: Hyperledger Fabric's own binaries
+(pinned by commit), and any other tool given as a `BuildSpec` (Prometheus, promtool and
+Jaeger: `webapp/observability/binaries.py`).
 
-The binaries land in `${WATTLEASE_CACHE:-~/.cache/wattlease}/fabric/<commit>/` — outside any
-clone, keyed by the commit — so a second CI run finds them and skips the build. A stamp file
+The binaries land in `${WATTLEASE_CACHE:-~/.cache/wattlease}/<name>/<commit>/` — outside any
+clone, keyed by the tool and its pinned commit or tag — so a second CI run finds them and
+skips the build. A stamp file
 records what was built (module, version, Go version, sha256 of each binary); the cache counts
 only when the stamp and every binary agree, so a half-finished or tampered cache is rebuilt.
 Each build installs into a fresh temporary folder that is renamed into place at the end: an
@@ -53,9 +56,17 @@ class BuildError(Exception):
 
 @dataclass(frozen=True)
 class BuildSpec:
+    """What to `go install`: a module at a pinned commit or release tag (`commit`), its
+    packages with the cache sub-folder each binary goes to, and the tool's `name` (the
+    cache folder and the name in progress lines)."""
+
     module: str = FABRIC_MODULE
     commit: str = FABRIC_COMMIT
     packages: tuple[tuple[str, str], ...] = FABRIC_PACKAGES
+    name: str = "fabric"
+    # `go install pkg@version` refuses a module whose go.mod has replace directives (Jaeger's
+    # has); such a module is built with `go build` in its own source folder instead.
+    as_main_module: bool = False
 
     def binaries(self) -> list[Path]:
         """Paths of the built binaries, relative to the cache dir."""
@@ -64,7 +75,7 @@ class BuildSpec:
 
 @dataclass(frozen=True)
 class BuildResult:
-    root: Path  # <cache>/fabric/<commit>
+    root: Path  # <cache>/<name>/<commit>
     cached: bool  # True when the stamp matched and nothing was built
     seconds: float
     go_version: str
@@ -87,7 +98,7 @@ def cache_root(env: Mapping[str, str] | None = None) -> Path:
 
 
 def build_dir(spec: BuildSpec, root: Path) -> Path:
-    return root / "fabric" / spec.commit
+    return root / spec.name / spec.commit
 
 
 def _sha256(path: Path) -> str:
@@ -139,7 +150,7 @@ def _diagnose(module: str, version: str, output: str, env: Mapping[str, str]) ->
     if "403 Forbidden" in output or "404 Not Found" in output or "not available" in output:
         return (
             f"the Go module proxy ({proxy}) refused {module}@{version}; this machine cannot "
-            f"download Fabric's source. Point GOPROXY at a proxy that serves it (or pre-fill "
+            f"download its source. Point GOPROXY at a proxy that serves it (or pre-fill "
             f"the module cache) and run again.\n{tail}"
         )
     if "verifying" in output and ("sum.golang.org" in output or "checksum" in output):
@@ -150,21 +161,39 @@ def _diagnose(module: str, version: str, output: str, env: Mapping[str, str]) ->
     return f"go install {module}/...@{version} failed:\n{tail}"
 
 
+def _module_dir(spec: BuildSpec, env: dict[str, str]) -> Path:
+    """The module's source in the Go module cache (downloaded if need be; read-only)."""
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"{spec.module}@{spec.commit}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise BuildError(_diagnose(spec.module, spec.commit, out.stdout + out.stderr, env))
+    return Path(json.loads(out.stdout)["Dir"])
+
+
 def _install(
+    spec: BuildSpec,
     pkg: str,
-    version: str,
     gobin: Path,
     env: dict[str, str],
     log: Callable[[str], None],
-    module: str,
+    module_dir: Path | None = None,
 ) -> None:
-    target = f"{module}/{pkg}@{version}"
+    """`go install module/pkg@version` into `gobin`; or, given the module's source folder,
+    `go build` there with the module as the main module (its replace directives apply)."""
+    target = f"{spec.module}/{pkg}@{spec.commit}"
+    if module_dir is None:
+        cmd, cwd, run_env = ["go", "install", target], None, {**env, "GOBIN": str(gobin)}
+    else:
+        gobin.mkdir(parents=True, exist_ok=True)
+        cmd = ["go", "build", "-o", str(gobin / Path(pkg).name), f"./{pkg}"]
+        cwd, run_env = module_dir, env
     proc = subprocess.Popen(
-        ["go", "install", target],
-        env={**env, "GOBIN": str(gobin)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        cmd, cwd=cwd, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     lines: list[str] = []
     assert proc.stdout is not None
@@ -176,9 +205,9 @@ def _install(
     except subprocess.TimeoutExpired as exc:
         proc.kill()
         proc.wait()
-        raise BuildError(f"go install {target} ran past {GO_INSTALL_TIMEOUT_S}s") from exc
+        raise BuildError(f"go {cmd[1]} {target} ran past {GO_INSTALL_TIMEOUT_S}s") from exc
     if code != 0:
-        raise BuildError(_diagnose(module, version, "\n".join(lines), env))
+        raise BuildError(_diagnose(spec.module, spec.commit, "\n".join(lines), env))
 
 
 def build(
@@ -197,21 +226,24 @@ def build(
     go_version = _go_version(base_env)
     stamp = read_stamp(spec, root)
     if stamp is not None:
-        log(f"fabric binaries: cached at {folder} (built by {stamp.get('go_version')})")
+        log(f"{spec.name} binaries: cached at {folder} (built by {stamp.get('go_version')})")
         binaries = stamp["binaries"]
         assert isinstance(binaries, dict)
         return BuildResult(folder, True, time.monotonic() - started, go_version, dict(binaries))
 
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.commit[:12]}-", dir=folder.parent))
+    log(f"{spec.name} binaries: not in the cache; building {spec.module}@{spec.commit}")
     try:
+        module_dir = _module_dir(spec, base_env) if spec.as_main_module else None
+        verb = "go build" if module_dir else "go install"
         total = len(spec.packages)
         for i, (pkg, sub) in enumerate(spec.packages, 1):
             log(
-                f"[{i}/{total}] go install {spec.module}/{pkg}@{spec.commit[:12]} "
+                f"[{i}/{total}] {verb} {spec.module}/{pkg}@{spec.commit[:12]} "
                 f"({time.monotonic() - started:.0f}s elapsed)"
             )
-            _install(pkg, spec.commit, staging / sub, base_env, log, spec.module)
+            _install(spec, pkg, staging / sub, base_env, log, module_dir)
         hashes = {str(rel): _sha256(staging / rel) for rel in spec.binaries()}
         stamp_data = {
             "format": STAMP_FORMAT,
@@ -230,7 +262,7 @@ def build(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     seconds = time.monotonic() - started
-    log(f"fabric binaries: built into {folder} in {seconds:.0f}s")
+    log(f"{spec.name} binaries: built into {folder} in {seconds:.0f}s")
     return BuildResult(folder, False, seconds, go_version, hashes)
 
 

@@ -40,6 +40,7 @@ from chaincode_client.interface import (
     Receipt,
 )
 from webapp.core.events import publish_on_commit
+from webapp.observability.relay_watch import SubmitWatch
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
 
@@ -160,7 +161,7 @@ class _Pipeline:
     ) -> None:
         self.client = client
         self.counts = counts
-        self.in_flight: list[tuple[OutboxEntry, PendingCommit]] = []
+        self.in_flight: list[tuple[OutboxEntry, PendingCommit, SubmitWatch]] = []
         self.touched: set[str] = set()
         self.waiting = waiting
 
@@ -181,19 +182,22 @@ class _Pipeline:
     def drain(self) -> None:
         """Collect the receipts (no database transaction is open while the ledger is waited
         for), then record every outcome in one database transaction."""
-        results = [(entry, _await(pending)) for entry, pending in self.in_flight]
+        results = [(entry, _await(pending), watch) for entry, pending, watch in self.in_flight]
         self.in_flight.clear()
         self.touched.clear()
         with transaction.atomic():
-            for entry, result in results:
+            for entry, result, watch in results:
                 if isinstance(result, EndorsementError):
                     _rejected(entry, str(result))
                     self.count("rejected")
+                    watch.finished("rejected", error=str(result))
                 elif isinstance(result, LedgerError):  # invalid at commit, or outcome unknown
                     self.put_back(entry, str(result), "retry")
+                    watch.finished("retry", error=str(result))
                 else:
                     _done(entry, result)
                     self.count("done")
+                    watch.finished("done", tx_id=result.tx_id)
 
     def prepare(self, entry: OutboxEntry) -> dict[str, Any] | None:
         try:
@@ -216,16 +220,20 @@ class _Pipeline:
         args = self.prepare(entry)
         if args is None:
             return
+        watch = SubmitWatch(entry)
         try:
             pending = self.client.submit_async(entry.function, json.dumps(args, sort_keys=True))
         except EndorsementError as exc:
             _rejected(entry, str(exc))
             self.count("rejected")
+            watch.finished("rejected", error=str(exc))
             return
         except LedgerUnavailable as exc:
             self.put_back(entry, str(exc), "retry")
+            watch.finished("retry", error=str(exc))
             return
-        self.in_flight.append((entry, pending))
+        watch.submitted()
+        self.in_flight.append((entry, pending, watch))
         self.touched |= mine
 
 
