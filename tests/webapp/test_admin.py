@@ -86,7 +86,7 @@ def test_operator_issues_an_api_key_shown_once_and_audited(operator, tenant):
     assert key.scope == ApiKey.WRITE and token not in (key.digest, key.prefix)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
-    assert client.get("/api/leases/").status_code == 200
+    assert client.get("/api/v1/leases/").status_code == 200
     event = AuditEvent.objects.get(action="api_key.issued")
     assert (event.actor, event.object_id) == ("op", str(key.pk))
     assert token not in json.dumps(event.data)
@@ -96,7 +96,7 @@ def test_operator_revokes_an_api_key_and_it_is_audited(operator, owner):
     key = ApiKey.objects.get(tenant=owner.tenant)
     operator.post("/admin/tenancy/apikey/", {"action": "revoke", "_selected_action": [key.pk]})
     assert ApiKey.objects.get(pk=key.pk).revoked
-    assert owner.client.get("/api/leases/").status_code == 401
+    assert owner.client.get("/api/v1/leases/").status_code == 401
     assert AuditEvent.objects.filter(action="api_key.revoked", object_id=str(key.pk)).exists()
 
 

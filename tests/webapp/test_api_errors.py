@@ -39,15 +39,15 @@ def test_no_route_takes_a_format_suffix():
 
 def test_json_suffix_is_a_404_not_a_500(owner):
     lease = actions.request_lease(owner.tenant, gpu_count=1, precision="FP16", hours=1, actor="t")
-    for url in ("/api/bills.json", "/api/leases.json", f"/api/leases/{lease.pk}/end.json"):
+    for url in ("/api/v1/bills.json", "/api/v1/leases.json", f"/api/v1/leases/{lease.pk}/end.json"):
         assert owner.client.get(url).status_code == 404, url
         assert owner.client.post(url).status_code == 404, url
 
 
 def test_migrate_of_a_lease_that_is_not_running_is_a_400(owner, fleet):
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     refused = owner.client.post(
-        f"/api/leases/{lease_id}/migrate/", {"generation": "H100-SXM5-80GB"}, format="json"
+        f"/api/v1/leases/{lease_id}/migrate/", {"generation": "H100-SXM5-80GB"}, format="json"
     )
     body = assert_error(refused, 400, "lease.state")
     assert "only an active lease migrates" in body["detail"]
@@ -56,37 +56,37 @@ def test_migrate_of_a_lease_that_is_not_running_is_a_400(owner, fleet):
 
 def test_huge_limit_and_offset_are_bounded(owner):
     for _ in range(3):
-        owner.client.post("/api/leases/", REQUEST, format="json")
+        owner.client.post("/api/v1/leases/", REQUEST, format="json")
     huge = "99999999999999999999"
-    page = owner.client.get(f"/api/leases/?limit={huge}")
+    page = owner.client.get(f"/api/v1/leases/?limit={huge}")
     assert page.status_code == 200
     assert len(page.json()["results"]) == 3
-    assert owner.client.get(f"/api/leases/?limit=2&offset={huge}").json()["results"] == []
-    assert len(owner.client.get("/api/leases/?limit=2").json()["results"]) == 2
+    assert owner.client.get(f"/api/v1/leases/?limit=2&offset={huge}").json()["results"] == []
+    assert len(owner.client.get("/api/v1/leases/?limit=2").json()["results"]) == 2
 
 
 def test_deeply_nested_json_is_a_400(owner):
     body = b"[" * 100_000 + b"]" * 100_000
-    refused = owner.client.post("/api/leases/", body, content_type="application/json")
+    refused = owner.client.post("/api/v1/leases/", body, content_type="application/json")
     assert_error(refused, 400, "json.depth")
     assert not Lease.objects.exists()
 
 
 def test_lone_surrogate_in_a_field_is_a_400(owner):
     raw = b'{"gpu_count": 1, "precision": "\\ud800", "hours": "1"}'
-    refused = owner.client.post("/api/leases/", raw, content_type="application/json")
+    refused = owner.client.post("/api/v1/leases/", raw, content_type="application/json")
     assert_error(refused, 400, "json.surrogate")
     assert not Lease.objects.exists()
 
 
 def test_options_on_the_api_docs_is_a_405(owner):
-    assert owner.client.options("/api/docs/").status_code == 405
-    assert owner.client.get("/api/docs/").status_code == 200
+    assert owner.client.options("/api/v1/docs/").status_code == 405
+    assert owner.client.get("/api/v1/docs/").status_code == 200
 
 
 def test_invalid_input_names_each_field(owner):
     refused = owner.client.post(
-        "/api/leases/", {**REQUEST, "gpu_count": 0, "precision": "FP4"}, format="json"
+        "/api/v1/leases/", {**REQUEST, "gpu_count": 0, "precision": "FP4"}, format="json"
     )
     body = assert_error(refused, 400, "invalid")
     assert set(body["fields"]) == {"gpu_count", "precision"}
@@ -95,14 +95,14 @@ def test_invalid_input_names_each_field(owner):
 
 def test_authentication_and_not_found_share_the_format(owner, outsider):
     lease = actions.request_lease(owner.tenant, gpu_count=1, precision="FP16", hours=1, actor="t")
-    assert_error(outsider.client.get(f"/api/leases/{lease.pk}/"), 404, "not_found")
+    assert_error(outsider.client.get(f"/api/v1/leases/{lease.pk}/"), 404, "not_found")
     owner.client.credentials(HTTP_AUTHORIZATION="Bearer wl_nope.nope")
-    assert_error(owner.client.get("/api/leases/"), 401, "authentication_failed")
+    assert_error(owner.client.get("/api/v1/leases/"), 401, "authentication_failed")
 
 
 def test_an_api_url_no_route_matches_answers_in_the_error_format(owner, settings):
     settings.DEBUG = False  # production: no technical 404 page
-    missing = owner.client.get("/api/no-such-thing/")
+    missing = owner.client.get("/api/v1/no-such-thing/")
     body = assert_error(missing, 404, "not_found")
-    assert "/api/no-such-thing/" in body["detail"]
+    assert "/api/v1/no-such-thing/" in body["detail"]
     assert owner.client.get("/no-such-page/")["Content-Type"].startswith("text/html")

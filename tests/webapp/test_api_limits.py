@@ -39,20 +39,20 @@ def assert_throttled(response) -> None:
 def test_each_key_has_its_own_budget(owner, rates):
     rates(key="3/min")
     for _ in range(3):
-        assert owner.client.get("/api/leases/").status_code == 200
-    assert_throttled(owner.client.get("/api/leases/"))
+        assert owner.client.get("/api/v1/leases/").status_code == 200
+    assert_throttled(owner.client.get("/api/v1/leases/"))
     _, second = ApiKey.issue(owner.tenant, scope=ApiKey.READ)
     other_key = APIClient()
     other_key.credentials(HTTP_AUTHORIZATION=f"Bearer {second}")
-    assert other_key.get("/api/leases/").status_code == 200
+    assert other_key.get("/api/v1/leases/").status_code == 200
 
 
 def test_each_address_has_its_own_budget(owner, outsider, rates):
     rates(ip="4/min")
     for caller in (owner, outsider, owner, outsider):
-        assert caller.client.get("/api/leases/").status_code == 200
-    assert_throttled(outsider.client.get("/api/leases/"))
-    elsewhere = owner.client.get("/api/leases/", REMOTE_ADDR="192.0.2.7")
+        assert caller.client.get("/api/v1/leases/").status_code == 200
+    assert_throttled(outsider.client.get("/api/v1/leases/"))
+    elsewhere = owner.client.get("/api/v1/leases/", REMOTE_ADDR="192.0.2.7")
     assert elsewhere.status_code == 200
 
 
@@ -61,10 +61,10 @@ def test_guessing_keys_ends_in_429_even_for_a_good_key(owner, rates):
     guesser = APIClient()
     for attempt in range(5):
         guesser.credentials(HTTP_AUTHORIZATION=f"Bearer wl_guess{attempt}.secret")
-        assert guesser.get("/api/leases/").status_code == 401
-    assert_throttled(guesser.get("/api/leases/"))
-    assert_throttled(owner.client.get("/api/leases/"))  # same address: refused before lookup
-    assert owner.client.get("/api/leases/", REMOTE_ADDR="192.0.2.8").status_code == 200
+        assert guesser.get("/api/v1/leases/").status_code == 401
+    assert_throttled(guesser.get("/api/v1/leases/"))
+    assert_throttled(owner.client.get("/api/v1/leases/"))  # same address: refused before lookup
+    assert owner.client.get("/api/v1/leases/", REMOTE_ADDR="192.0.2.8").status_code == 200
 
 
 def test_a_nodes_attestation_traffic_is_capped(fleet, rates):
@@ -81,35 +81,35 @@ def test_a_nodes_attestation_traffic_is_capped(fleet, rates):
 def test_queued_requests_quota(owner):
     Tenant.objects.filter(pk=owner.tenant.pk).update(max_queued_requests=2)
     for _ in range(2):
-        assert owner.client.post("/api/leases/", REQUEST, format="json").status_code == 201
-    refused = owner.client.post("/api/leases/", REQUEST, format="json")
+        assert owner.client.post("/api/v1/leases/", REQUEST, format="json").status_code == 201
+    refused = owner.client.post("/api/v1/leases/", REQUEST, format="json")
     assert refused.status_code == 400
     assert refused.json()["code"] == "lease.quota"
     assert "max_queued_requests" in refused.json()["detail"]
     assert Lease.objects.count() == 2
     first = Lease.objects.first()
-    owner.client.post(f"/api/leases/{first.pk}/cancel/")
-    assert owner.client.post("/api/leases/", REQUEST, format="json").status_code == 201
+    owner.client.post(f"/api/v1/leases/{first.pk}/cancel/")
+    assert owner.client.post("/api/v1/leases/", REQUEST, format="json").status_code == 201
 
 
 def test_gpu_quota_counts_held_and_requested_gpus(owner, outsider):
     Tenant.objects.filter(pk=owner.tenant.pk).update(max_gpus=4)
-    three = owner.client.post("/api/leases/", {**REQUEST, "gpu_count": 3}, format="json")
+    three = owner.client.post("/api/v1/leases/", {**REQUEST, "gpu_count": 3}, format="json")
     assert three.status_code == 201
-    refused = owner.client.post("/api/leases/", {**REQUEST, "gpu_count": 2}, format="json")
+    refused = owner.client.post("/api/v1/leases/", {**REQUEST, "gpu_count": 2}, format="json")
     assert refused.status_code == 400 and refused.json()["code"] == "lease.quota"
     assert "quota of 4 (max_gpus)" in refused.json()["detail"]
-    assert owner.client.post("/api/leases/", REQUEST, format="json").status_code == 201
+    assert owner.client.post("/api/v1/leases/", REQUEST, format="json").status_code == 201
     # another tenant's quota is its own
-    four = outsider.client.post("/api/leases/", {**REQUEST, "gpu_count": 4}, format="json")
+    four = outsider.client.post("/api/v1/leases/", {**REQUEST, "gpu_count": 4}, format="json")
     assert four.status_code == 201
 
 
 def test_priority_above_the_grant_is_refused(owner):
-    refused = owner.client.post("/api/leases/", {**REQUEST, "priority": 100}, format="json")
+    refused = owner.client.post("/api/v1/leases/", {**REQUEST, "priority": 100}, format="json")
     assert refused.status_code == 400 and refused.json()["code"] == "lease.priority"
     Tenant.objects.filter(pk=owner.tenant.pk).update(max_priority=100)
-    granted = owner.client.post("/api/leases/", {**REQUEST, "priority": 100}, format="json")
+    granted = owner.client.post("/api/v1/leases/", {**REQUEST, "priority": 100}, format="json")
     assert granted.status_code == 201 and granted.json()["priority"] == 100
 
 
@@ -119,21 +119,21 @@ def test_pages_hold_at_most_the_maximum(owner):
     Lease.objects.bulk_create(
         Lease(tenant=tenant, gpu_count=1, precision="FP16", hours=1) for _ in range(205)
     )
-    page = owner.client.get("/api/leases/?limit=1000").json()
+    page = owner.client.get("/api/v1/leases/?limit=1000").json()
     assert page["count"] == 205 and len(page["results"]) == 200
 
 
 def test_json_body_over_the_limit_is_a_413(owner, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2048
     body = json.dumps({**REQUEST, "padding": "x" * 4096})
-    refused = owner.client.post("/api/leases/", body, content_type="application/json")
+    refused = owner.client.post("/api/v1/leases/", body, content_type="application/json")
     assert refused.status_code == 413
     assert refused.json()["code"] == "body.too_large"
     assert not Lease.objects.exists()
 
 
 def test_bodies_other_than_json_are_refused(owner):
-    refused = owner.client.post("/api/leases/", REQUEST)  # multipart form
+    refused = owner.client.post("/api/v1/leases/", REQUEST)  # multipart form
     assert refused.status_code == 415
     assert refused.json()["code"] == "unsupported_media_type"
 

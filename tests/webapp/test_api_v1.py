@@ -69,7 +69,7 @@ def test_price_preview_names_the_bad_field(owner, fleet):
     response = owner.client.post(
         "/api/v1/price-preview/", {**REQUEST, "precision": "FP4"}, format="json"
     )
-    assert response.status_code == 400 and set(response.json()) == {"precision"}
+    assert response.status_code == 400 and set(response.json()["fields"]) == {"precision"}
 
 
 def test_price_preview_needs_a_key(client, db):

@@ -17,7 +17,7 @@ FINAL = {"settled", "failed", "cancelled"}
 
 
 def leases(api) -> list[dict]:
-    status, page = api.call("GET", "/api/leases/?limit=200")
+    status, page = api.call("GET", "/api/v1/leases/?limit=200")
     assert status == 200, page
     return page["results"]
 
@@ -42,7 +42,7 @@ def test_kill_9_of_relay_and_lease_worker_loses_nothing_and_double_books_nothing
         api = deployed.api
         for _ in range(LEASES):
             request = {"gpu_count": rng.choice([1, 2]), "precision": "FP16", "hours": "0.01"}
-            status, body = api.call("POST", "/api/leases/", request)
+            status, body = api.call("POST", "/api/v1/leases/", request)
             assert status == 201, body
         overlaps, kills = [], Counter()
         deadline = time.monotonic() + KILL_PHASE_S

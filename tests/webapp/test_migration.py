@@ -188,8 +188,9 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     before = list(lease.gpus.all())
     first = before[0].generation.catalogue_id
     target = "A100-SXM4-80GB" if first == "H100-SXM5-80GB" else "H100-SXM5-80GB"
-    relay_once(ledger)
-    actions.activate_lease(lease, actor=ACTOR)
+    relay_once(ledger)  # the ledger holds the contract: the relay's reaction starts the lease
+    lease.refresh_from_db()
+    assert lease.state == states.ACTIVE
 
     def draw(gpus, from_ms: int) -> None:  # two counter readings per GPU, 300 W apart
         record_samples(
@@ -201,7 +202,7 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     draw(before, lease.terms["start_ms"])
     time.sleep(0.02)
     moved = owner.client.post(
-        f"/api/leases/{lease.pk}/migrate/", {"generation": target}, format="json"
+        f"/api/v1/leases/{lease.pk}/migrate/", {"generation": target}, format="json"
     )
     assert moved.status_code == 200, moved.content
     lease.refresh_from_db()
@@ -213,7 +214,7 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     relay_once(ledger)
     assert not OutboxEntry.objects.exclude(status=OutboxEntry.DONE).exists()
 
-    bill = owner.client.get("/api/bills/").json()
+    bill = owner.client.get("/api/v1/bills/").json()
     assert [(line["seq"], line["generation"]) for line in bill["lines"]] == [
         (0, first),
         (1, target),
@@ -221,7 +222,7 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     assert all(line["measured_energy_mj"] == 2 * 2 * 300 for line in bill["lines"])
     receipts, readings = tmp_path / "receipts", tmp_path / "readings"
     receipts.mkdir()
-    receipt = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    receipt = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
     (receipts / f"{lease.ledger_id}.json").write_text(receipt.content.decode())
     (readings / str(lease.ledger_id)).mkdir(parents=True)
     for line, gpus in zip(bill["lines"], (before, after), strict=True):
