@@ -66,7 +66,7 @@ def client(port: int, key: str, until: float, latencies: list[float], errors: li
     headers = {"Authorization": f"Bearer {key}"}
     while time.monotonic() < until:
         started = time.perf_counter()
-        connection.request("GET", "/api/leases/", headers=headers)
+        connection.request("GET", "/api/v1/leases/", headers=headers)
         response = connection.getresponse()
         body = response.read()
         latencies.append(time.perf_counter() - started)

@@ -93,7 +93,7 @@ class Deployment:
 
     def answers(self) -> bool:
         try:
-            return self.api.call("GET", "/api/leases/")[0] == 200
+            return self.api.call("GET", "/api/v1/leases/")[0] == 200
         except OSError:  # not listening yet, or too slow
             return False
 

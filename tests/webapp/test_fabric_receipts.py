@@ -80,7 +80,7 @@ def test_tenant_receipt_from_fabric_verifies_against_the_channel_roots(
 ):
     lease = settled_lease(fleet, owner.tenant, attested_node, ledger)
     started = time.perf_counter()
-    response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+    response = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
     fetched_ms = 1000 * (time.perf_counter() - started)
     assert response.status_code == 200, response.content
     receipt = response.json()
@@ -117,14 +117,14 @@ def test_tenant_receipt_from_fabric_verifies_against_the_channel_roots(
     assert any("no valid orderer signature" in d for d in foreign), foreign
     assert any("not issued by Org1MSP's trust root" in d for d in foreign), foreign
 
-    assert outsider.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 404
+    assert outsider.client.get(f"/api/v1/leases/{lease.pk}/receipt/").status_code == 404
 
 
 def test_receipt_of_a_lease_not_yet_on_the_channel_is_a_conflict(fleet, owner, ledger):
     lease = actions.request_lease(
         owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
     )
-    assert owner.client.get(f"/api/leases/{lease.pk}/receipt/").status_code == 409
+    assert owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/").status_code == 409
 
 
 def test_receipt_while_the_peer_is_unreachable_is_a_503(
@@ -142,7 +142,7 @@ def test_receipt_while_the_peer_is_unreachable_is_a_503(
         owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
     )
     try:
-        response = owner.client.get(f"/api/leases/{lease.pk}/receipt/")
+        response = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
     finally:
         close_ledger_client()
     assert response.status_code == 503

@@ -34,7 +34,7 @@ def started_ago(lease_id: int, seconds: float) -> None:
 def test_a_requested_lease_is_placed_started_on_commit_ended_and_settled(
     owner, attested_node, ledger
 ):
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     assert run_pass(actor="worker").placed == 1
     assert state_of(lease_id) == states.PLACED  # not started before the ledger holds it
     relay_once(ledger)
@@ -52,7 +52,7 @@ def test_a_requested_lease_is_placed_started_on_commit_ended_and_settled(
 
 
 def test_a_lease_ends_only_after_its_hours(owner, attested_node, ledger):
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     run_pass(actor="worker")
     relay_once(ledger)
     started_ago(lease_id, LEASE_S - 5)
@@ -63,7 +63,7 @@ def test_a_lease_ends_only_after_its_hours(owner, attested_node, ledger):
 
 
 def test_a_second_worker_finds_nothing_left_to_do(owner, attested_node, ledger):
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     run_pass(actor="worker-1")
     relay_once(ledger)
     started_ago(lease_id, LEASE_S + 1)
@@ -75,7 +75,7 @@ def test_a_second_worker_finds_nothing_left_to_do(owner, attested_node, ledger):
 
 
 def test_lease_worker_command_runs_one_pass(owner, attested_node, ledger):
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     out = StringIO()
     call_command("lease_worker", "--once", stdout=out)
     assert "placed 1" in out.getvalue()

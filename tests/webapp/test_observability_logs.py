@@ -42,7 +42,7 @@ def test_a_request_line_names_its_request_id_tenant_and_lease(owner, fleet, json
     lease = actions.request_lease(
         owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor=ACTOR
     )
-    response = owner.client.get(f"/api/leases/{lease.pk}/", HTTP_X_REQUEST_ID="req-0123456789")
+    response = owner.client.get(f"/api/v1/leases/{lease.pk}/", HTTP_X_REQUEST_ID="req-0123456789")
     assert response.status_code == 200
     assert response["X-Request-ID"] == "req-0123456789"
     (line,) = [r for r in parsed(json_lines) if r["logger"] == "wattlease.request"]

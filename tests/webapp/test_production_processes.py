@@ -17,10 +17,10 @@ def test_a_lease_runs_its_whole_life_on_the_production_processes(tmp_path, tpm, 
     with deployment(tmp_path, tpm, ca, LEASE_HOUR_S=LEASE_HOUR_S) as deployed:
         api = deployed.api
         status, lease = api.call(
-            "POST", "/api/leases/", {"gpu_count": 2, "precision": "FP16", "hours": "0.01"}
+            "POST", "/api/v1/leases/", {"gpu_count": 2, "precision": "FP16", "hours": "0.01"}
         )
         assert status == 201, lease
-        path = f"/api/leases/{lease['id']}/"
+        path = f"/api/v1/leases/{lease['id']}/"
 
         def state_is(*wanted: str):
             status, body = api.call("GET", path)
