@@ -110,12 +110,21 @@ class Terms:
         held_ms = max(0, t_ms - self.start_ms)
         return div_half_even(self.gpus * held_ms * self.capacity_micro_per_gpu_hour, MS_PER_HOUR)
 
+    def planned_uj_until(self, t_ms: int) -> int:
+        """The planned GPU energy that falls before t_ms, in uJ (mW x ms; cumulative)."""
+        planned = min(max(0, t_ms - self.start_ms), self.planned_ms)
+        return self.attributed_power_mw * planned
+
+    def planned_mj(self, start_ms: int, end_ms: int) -> int:
+        """The planned (attributed) GPU energy of [start_ms, end_ms], in mJ: the energy that
+        a line's priced energy prices."""
+        uj = self.planned_uj_until(end_ms) - self.planned_uj_until(start_ms)
+        return div_half_even(uj, MILLI_PER_UNIT)
+
     def priced_until(self, t_ms: int) -> int:
         """The planned (prepaid) energy that falls before t_ms, priced (cumulative)."""
-        planned = min(max(0, t_ms - self.start_ms), self.planned_ms)
-        mw_ms = self.attributed_power_mw * planned  # uJ
         return div_half_even(
-            mw_ms * self.pue_milli * self.tariff_micro_per_kwh,
+            self.planned_uj_until(t_ms) * self.pue_milli * self.tariff_micro_per_kwh,
             MILLI_PER_UNIT * MJ_PER_KWH * MILLI_PER_UNIT,
         )
 

@@ -47,6 +47,19 @@ def test_quote_is_capacity_plus_planned_energy():
     assert h100().quote() == 2_779_462 + 208_005
 
 
+def test_planned_energy_is_what_priced_energy_prices():
+    terms = h100()
+    whole = terms.planned_mj(0, 5 * HOUR_MS)  # only the planned time counts
+    assert (
+        whole == 700 * 4_548_211 == terms.planned_mj(0, 1000) + terms.planned_mj(1000, HOUR_MS * 5)
+    )
+    hour = terms.planned_mj(0, HOUR_MS)
+    assert (
+        energy_micro(hour, 1120, 210_000) == interval_line(terms, 0, HOUR_MS, 0).priced_energy_micro
+    )
+    assert terms.planned_mj(4_548_211, 5 * HOUR_MS) == 0
+
+
 def test_overrun_is_charged_and_underrun_never_goes_negative():
     over = interval_line(h100(), 0, 5 * HOUR_MS, 700 * 5 * HOUR_MS)
     assert over.settlement_micro == 615_195 and over.total_micro == 11_823_200
