@@ -15,10 +15,11 @@ from django.test import Client
 
 from ledger.receipt import verify_receipt
 from scheduler.telemetry.sample import TelemetrySample as Sample
+from tests.ledger.helpers import org_roots
 from tests.webapp import leases
 from webapp.fleet.telemetry import record_samples
-from webapp.leasing import states
-from webapp.leasing.models import Lease
+from webapp.leasing import actions, bills, states
+from webapp.leasing.models import Lease, Settlement
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import Membership, Tenant
 
@@ -101,9 +102,7 @@ def test_it_works(owner_login, fleet):
 
 
 def test_it_validates_ownership(owner_login, outsider_login, fleet):
-    lease = leases.settled(
-        leases.active(owner_login.membership.tenant, fleet.gpus[:2]), amount_micro=40
-    )
+    lease = leases.settled(leases.active(owner_login.membership.tenant, fleet.gpus[:2]))
     other = outsider_login.client
     for url in _pages(lease.pk):
         assert other.get(url).status_code == 404, url
@@ -194,7 +193,7 @@ def test_live_progress_of_the_tenants_leases(owner_login, fleet, settings):
 
 
 def test_receipt_downloads_once_the_lease_is_on_the_ledger(
-    owner_login, fleet, attested_node, ledger
+    owner_login, fleet, attested_node, ledger, settings
 ):
     lease = leases.placed(owner_login.membership.tenant, fleet.gpus[:2], [attested_node])
     url = f"/console/leases/{lease.pk}/receipt.json"
@@ -205,7 +204,7 @@ def test_receipt_downloads_once_the_lease_is_on_the_ledger(
     assert (
         response["Content-Disposition"] == f'attachment; filename="lease-{lease.pk}-receipt.json"'
     )
-    assert verify_receipt(response.json()) == []
+    assert verify_receipt(response.json(), org_roots(settings.LEDGER_PATH)) == []
 
 
 def test_readings_are_the_lease_gpus_samples_while_it_ran(owner_login, fleet):
@@ -225,12 +224,40 @@ def test_readings_are_the_lease_gpus_samples_while_it_ran(owner_login, fleet):
 
 
 def test_bills_by_month_list_each_settlement_line(owner_login, outsider_login, fleet):
-    leases.settled(leases.active(owner_login.membership.tenant, fleet.gpus[:1]), amount_micro=40)
-    leases.settled(
-        leases.active(outsider_login.membership.tenant, fleet.gpus[1:2]), amount_micro=1000
+    mine = leases.settled(leases.active(owner_login.membership.tenant, fleet.gpus[:1]))
+    theirs = leases.settled(
+        leases.active(outsider_login.membership.tenant, fleet.gpus[1:2]), watts=400
     )
+    line, other = mine.settlements.get(), theirs.settlements.get()
+    bill = bills.bill(Settlement.objects.filter(lease=mine), bills.month_of(line.end_ms))
+    assert bill["total_micro"] == line.total_micro > 0
     html = owner_login.client.get("/console/bills/").content.decode()
-    assert "1 line, settled 40 µ" in html and "comment" not in html and "1000" not in html
+    assert f"1 line, total {bill['total_micro']} µ" in html and "comment" not in html
+    for figure in (
+        line.capacity_micro,
+        line.priced_energy_micro,
+        line.measured_energy_mj,
+        line.measured_energy_micro,
+        line.settlement_micro,
+        line.total_micro,
+    ):
+        assert f">{figure}<" in html, figure
+    assert f'data-month="{bills.month_of(line.end_ms)}"' in html
+    assert f">#{theirs.pk}</a>" not in html and f">{other.total_micro}<" not in html
+
+
+def test_lease_page_shows_its_bill_lines_with_their_evidence(
+    owner_login, fleet, attested_node, ledger
+):
+    placed = leases.placed(owner_login.membership.tenant, fleet.gpus[:1], [attested_node])
+    lease = leases.settled(actions.activate_lease(placed, actor=ACTOR))
+    relay_once(ledger)
+    line = Settlement.objects.get(lease=lease)
+    assert line.ledger_tx and line.validation_code
+    html = owner_login.client.get(f"/console/leases/{lease.pk}/").content.decode()
+    assert f"1 line, total {line.total_micro} µ" in html
+    for evidence in (line.ledger_tx, str(line.ledger_block), line.validation_code):
+        assert evidence in html
 
 
 def test_gpus_page_shows_the_attestation_of_held_gpus(owner_login, fleet, attested_node):

@@ -7,11 +7,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib import messages
-from django.db.models import Count, Sum
-from django.db.models.functions import TruncMonth
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -22,6 +21,7 @@ from webapp.console.progress import progress_pct
 from webapp.fleet.models import GPU, Generation
 from webapp.fleet.telemetry import samples_between
 from webapp.leasing import actions, scheduling, states
+from webapp.leasing import bills as bill_lines
 from webapp.leasing.api.serializers import LeaseRequestSerializer
 from webapp.leasing.models import Lease, Settlement
 from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt
@@ -81,6 +81,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "generations": Generation.objects.order_by("catalogue_id"),
         "can_end": lease.state == states.ACTIVE,
         "can_cancel": lease.state in (states.REQUESTED, states.PLACED),
+        "bill": bill_lines.bill(lease.settlements.all()),
     }
     return render(request, "console/lease.html", context)
 
@@ -190,22 +191,22 @@ def lease_readings(request: HttpRequest, pk: int) -> HttpResponse:
 
 @tenant_page
 def bills(request: HttpRequest) -> HttpResponse:
-    """Bills by month: each settlement of the month is a line, with its ledger transaction."""
-    settlements = restrict_to_tenant(
-        Settlement.objects.select_related("lease"),
+    """Bills by month: the tenant's bill lines (webapp.leasing.bills, as the API serves them),
+    each a settlement the ledger recorded, with its evidence."""
+    lines = restrict_to_tenant(
+        Settlement.objects.all(),
         request.membership,  # type: ignore[attr-defined]
     )
-    months = (
-        settlements.annotate(month=TruncMonth("created"))
-        .values("month")
-        .annotate(amount_micro=Sum("amount_micro"), count=Count("id"))
-        .order_by("-month")
-    )
-    lines: dict = {}
-    for line in settlements.annotate(month=TruncMonth("created")).order_by("created"):
-        lines.setdefault(line.month, []).append(line)
-    bills = [{**month, "lines": lines.get(month["month"], [])} for month in months]
-    return render(request, "console/bills.html", {"bills": bills})
+    by_month = [
+        {**bill_lines.bill(lines, month), "month_start": _month_start(month)}
+        for month in bill_lines.months(lines)
+    ]
+    return render(request, "console/bills.html", {"bills": by_month})
+
+
+def _month_start(month: str) -> datetime:
+    start_ms, _ = bill_lines.month_bounds_ms(month)
+    return datetime.fromtimestamp(start_ms / MS, tz=UTC)
 
 
 @tenant_page

@@ -35,6 +35,17 @@ def month_bounds_ms(month: str) -> tuple[int, int]:
     return int(start.timestamp() * 1000), int(end.timestamp() * 1000)
 
 
+def month_of(ms: int) -> str:
+    """The month (`YYYY-MM`, UTC) that the instant `ms` falls in."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m")
+
+
+def months(lines: QuerySet) -> list[str]:
+    """The months the lines' intervals ended in, latest first (each a bill: `bill(lines, m)`)."""
+    ends = lines.order_by().values_list("end_ms", flat=True).distinct()
+    return sorted({month_of(ms) for ms in ends}, reverse=True)
+
+
 def in_month(lines: QuerySet, month: str | None) -> QuerySet:
     """The lines whose interval ended within `month` (all of them when None)."""
     if month is None:
