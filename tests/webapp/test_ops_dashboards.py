@@ -11,11 +11,14 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from attest.agent.http import attest_once, enrol
+from ledger import money
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.webapp import leases
 from webapp.dashboard.ranges import RANGES
 from webapp.fleet.models import Node, TelemetrySample
 from webapp.fleet.telemetry import record_samples
+from webapp.leasing import bills
+from webapp.leasing.models import Lease
 from webapp.outbox.relay import relay_once
 
 PAGES = ("utilisation", "cost", "ledger", "capacity")
@@ -95,14 +98,26 @@ def test_long_ranges_read_the_hourly_rollups_not_the_samples(staff, fleet):
     assert staff.get("/ops/utilisation/data.json?range=1h").json()["generations"] == {}
 
 
-def test_cost_over_time_by_tenant_and_generation_with_energy(staff, fleet, tenant):
-    price = {"lines": [{"generation": "A100-SXM4-80GB"}]}
-    lease = leases.active(tenant, fleet.gpus[:1], price=price, price_total_micro=2_000_000)
-    leases.settled(lease, amount_micro=500_000, attributed_mj=10, measured_mj=15)
+def test_cost_over_time_by_tenant_and_generation_with_energy(staff, fleet, tenant, outsider):
+    mine = leases.settled(leases.active(tenant, fleet.gpus[:2]), watts=300)
+    theirs = leases.settled(leases.active(outsider.tenant, fleet.gpus[2:3]), watts=500)
     body = staff.get("/ops/cost/data.json?range=24h").json()
-    assert sum(body["by_tenant"]["Owner Co"]["micro"]) == 2_500_000
-    assert sum(body["by_generation"]["A100-SXM4-80GB"]["micro"]) == 2_500_000
-    assert body["energy"]["attributed_mj"] == [10] and body["energy"]["measured_mj"] == [15]
+    lines = {lease.tenant.name: lease.settlements.get() for lease in (mine, theirs)}
+    for name, line in lines.items():
+        assert sum(body["by_tenant"][name]["micro"]) == line.total_micro > 0
+        quoted = Lease.objects.get(tenant__name=name).price_total_micro
+        assert sum(body["quoted_by_tenant"][name]["micro"]) == quoted > 0
+    billed = sum(line.total_micro for line in lines.values())
+    assert sum(body["by_generation"]["A100-SXM4-80GB"]["micro"]) == billed
+    assert billed == sum(bills.totals_by_tenant().values())
+    planned = sum(
+        money.Terms.of(line.lease.terms).planned_mj(line.start_ms, line.end_ms)
+        for line in lines.values()
+    )
+    assert sum(body["energy"]["attributed_mj"]) == planned > 0
+    measured = sum(line.measured_energy_mj for line in lines.values())
+    assert sum(body["energy"]["measured_mj"]) == measured > 0
+    assert body["energy"]["without_terms"] == 0
 
 
 def test_node_page_shows_a_failed_quote_and_the_pcr_that_differs(
@@ -127,13 +142,13 @@ def test_node_page_shows_a_failed_quote_and_the_pcr_that_differs(
 
 def test_ledger_page_counts_commits_codes_and_depth(staff, attested_node, ledger):
     body = staff.get("/ops/ledger/data.json?range=1h").json()
-    assert sum(body["transactions"]) == 2  # RegisterNode, RecordAttestation
-    assert sum(body["tx_per_s"]) == pytest.approx(2 / 60, abs=1e-3)
-    assert body["codes"] == {"VALID": 2}
+    assert sum(body["transactions"]) == 3  # RegisterNode, IssueChallenge, RecordAttestation
+    assert sum(body["tx_per_s"]) == pytest.approx(3 / 60, abs=1e-3)
+    assert body["codes"] == {"VALID": 3}
     assert body["pending_now"] == 0 and body["depth"]["waiting"][-1] == 0
     assert all(v is not None and v >= 0 for v in body["latency_ms"]["p99"])
     relay_once(ledger)  # nothing new: the page stays the same
-    assert staff.get("/ops/ledger/data.json?range=1h").json()["codes"] == {"VALID": 2}
+    assert staff.get("/ops/ledger/data.json?range=1h").json()["codes"] == {"VALID": 3}
 
 
 def test_the_site_answers_the_browsers_favicon_request(client, db):

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db.models import Count, F, Sum
 
+from ledger import money
 from scheduler import api as scheduler
 from scheduler.advice import QUEUEING_COMPUTE_MIN, QUEUEING_MEM_BW_MAX
 from webapp.dashboard.ranges import Range, bucket_of
@@ -108,27 +109,35 @@ def _ms(when: datetime) -> int:
 
 
 def cost(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
-    """Per bucket, in micro-units: the up-front price of leases that started in it and the
-    settlements written in it, by tenant and by generation; and the attributed against the
-    measured energy of those settlements (mJ)."""
+    """Per bucket, in micro-units: the totals of the bill lines whose interval ended in it
+    (so the buckets add up to the bills, webapp.leasing.bills), by tenant and by generation,
+    and the quotes of the leases that started in it; and, in mJ, the energy those lines
+    attributed (the lease terms' planned energy of the interval, which the line's priced
+    energy prices) against the energy they measured. A line from before a migration (its
+    terms are no longer the lease's) is left out of the energy comparison and counted in
+    `energy.without_terms`."""
     since, until = rng.window(now_ms)
     by_tenant: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     by_generation: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    quoted: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     energy: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    without_terms = 0
     started = Lease.objects.filter(
         started__gte=_dt(since), started__lt=_dt(until), price_total_micro__isnull=False
     ).select_related("tenant")
     for lease in started:
         b = bucket_of(_ms(lease.started), rng.bucket_ms)
-        lines = lease.price.get("lines") or [{}]
-        by_tenant[lease.tenant.name][b] += lease.price_total_micro
-        by_generation[lines[0].get("generation", "unknown")][b] += lease.price_total_micro
-    settled = Settlement.objects.filter(created__gte=_dt(since), created__lt=_dt(until))
-    for s in settled.select_related("lease__tenant"):
-        b = bucket_of(_ms(s.created), rng.bucket_ms)
-        by_tenant[s.lease.tenant.name][b] += s.amount_micro
-        by_generation[s.generation][b] += s.amount_micro
-        energy[b][0] += s.attributed_energy_mj
+        quoted[lease.tenant.name][b] += lease.price_total_micro
+    lines = Settlement.objects.filter(end_ms__gte=since, end_ms__lt=until)
+    for s in lines.select_related("lease__tenant"):
+        b = bucket_of(s.end_ms, rng.bucket_ms)
+        by_tenant[s.lease.tenant.name][b] += s.total_micro
+        by_generation[s.generation][b] += s.total_micro
+        terms = money.Terms.of(s.lease.terms) if s.lease.terms else None
+        if terms is None or s.start_ms < terms.start_ms:
+            without_terms += 1
+            continue
+        energy[b][0] += terms.planned_mj(s.start_ms, s.end_ms)
         energy[b][1] += s.measured_energy_mj
 
     def series(groups: dict[str, dict[int, int]]) -> dict[str, dict[str, list[int]]]:
@@ -145,9 +154,11 @@ def cost(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
         "until": until,
         "by_tenant": series(by_tenant),
         "by_generation": series(by_generation),
+        "quoted_by_tenant": series(quoted),
         "energy": {
             "t": times,
             "attributed_mj": [energy[t][0] for t in times],
             "measured_mj": [energy[t][1] for t in times],
+            "without_terms": without_terms,
         },
     }

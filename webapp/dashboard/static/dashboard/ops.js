@@ -67,13 +67,16 @@
     cost(d) {
       const bars = (groups) => Object.entries(groups).map(([name, s]) => (
         { type: "bar", name, x: times(s.t), y: s.micro.map((m) => m / 1e6) }));
-      Plotly.react("chart-cost-tenant", bars(d.by_tenant), layout("Cost by tenant (currency units)",
-        { barmode: "stack" }), config);
-      Plotly.react("chart-cost-generation", bars(d.by_generation), layout("Cost by generation (currency units)",
-        { barmode: "stack" }), config);
+      const quotes = Object.entries(d.quoted_by_tenant).map(([name, s]) => (
+        { type: "scatter", mode: "markers", name: `${name} (quoted)`, x: times(s.t), y: s.micro.map((m) => m / 1e6) }));
+      Plotly.react("chart-cost-tenant", bars(d.by_tenant).concat(quotes),
+        layout("Billed by tenant: sum of bill line totals, with the quotes (currency units)",
+          { barmode: "stack" }), config);
+      Plotly.react("chart-cost-generation", bars(d.by_generation),
+        layout("Billed by generation: sum of bill line totals (currency units)", { barmode: "stack" }), config);
       const kwh = (list) => list.map((mj) => mj / 3.6e9);
       Plotly.react("chart-energy", [
-        { type: "bar", name: "attributed (priced)", x: times(d.energy.t), y: kwh(d.energy.attributed_mj) },
+        { type: "bar", name: "attributed (planned, priced in the quote)", x: times(d.energy.t), y: kwh(d.energy.attributed_mj) },
         { type: "bar", name: "measured", x: times(d.energy.t), y: kwh(d.energy.measured_mj) },
       ], layout("Settled energy: attributed against measured (kWh)", { barmode: "group" }), config);
     },
