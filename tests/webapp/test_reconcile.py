@@ -30,10 +30,10 @@ def drift_lines() -> list[str]:
 
 @pytest.fixture
 def settled(owner, attested_node, ledger) -> Lease:
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     run_pass(actor="worker")
     relay_once(ledger)  # the contract: the lease starts
-    owner.client.post(f"/api/leases/{lease_id}/end/")
+    owner.client.post(f"/api/v1/leases/{lease_id}/end/")
     run_pass(actor="worker")  # settles
     relay_once(ledger)
     return Lease.objects.get(pk=lease_id)
@@ -45,15 +45,21 @@ def test_a_settled_lease_agrees_with_the_ledger(settled):
 
 
 def test_rows_still_in_flight_are_not_drift(owner, attested_node, ledger):
-    owner.client.post("/api/leases/", REQUEST, format="json")
+    owner.client.post("/api/v1/leases/", REQUEST, format="json")
     run_pass(actor="worker")  # placed: its CreateLease row waits for the relay
     assert "no drift" in reconcile()
 
 
 def test_a_settlement_that_differs_is_drift(settled):
-    Settlement.objects.filter(lease=settled).update(amount_micro=123)
-    [line] = drift_lines()
-    assert f"lease {settled.pk}" in line and "settlement #0 differs" in line
+    line = settled.settlements.get()
+    Settlement.objects.filter(pk=line.pk).update(
+        total_micro=line.total_micro + 1, measured_energy_mj=line.measured_energy_mj + 1
+    )
+    [drift] = drift_lines()
+    assert f"lease {settled.pk}" in drift and "settlement #0 differs" in drift
+    assert f"total_micro {line.total_micro + 1} here, {line.total_micro} there" in drift
+    assert f"measured_mj {line.measured_energy_mj + 1} here" in drift
+    assert "capacity_micro " not in drift  # the fields that agree are not named
 
 
 def test_a_lease_the_database_lost_is_drift(settled):
@@ -64,7 +70,7 @@ def test_a_lease_the_database_lost_is_drift(settled):
 
 
 def test_a_lease_running_here_but_ended_on_the_ledger_is_drift(owner, attested_node, ledger):
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     run_pass(actor="worker")
     relay_once(ledger)
     actions.end_lease(Lease.objects.get(pk=lease_id), actor="t")
@@ -75,9 +81,9 @@ def test_a_lease_running_here_but_ended_on_the_ledger_is_drift(owner, attested_n
 
 
 def test_a_lease_cancelled_after_placement_ends_on_the_ledger_too(owner, attested_node, ledger):
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     run_pass(actor="worker")  # placed: CreateLease queued
-    assert owner.client.post(f"/api/leases/{lease_id}/cancel/").json()["state"] == "cancelled"
+    assert owner.client.post(f"/api/v1/leases/{lease_id}/cancel/").json()["state"] == "cancelled"
     relay_once(ledger)  # CreateLease, then EndLease: the ledger frees the GPUs as well
     record = ledger.evaluate(
         "GetLease", f'{{"lease_id": "{Lease.objects.get(pk=lease_id).ledger_id}"}}'

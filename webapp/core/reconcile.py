@@ -70,6 +70,26 @@ def lease_drift(client: LedgerClient, lease: Lease) -> Iterator[str]:
     yield from settlement_drift(client, lease, name)
 
 
+# A bill line on the ledger (the Settle record, ledger/contract.py) against its Settlement
+# row: the ledger record's field -> the row's column.
+LINE_FIELDS = {
+    "start_ms": "start_ms",
+    "end_ms": "end_ms",
+    "final": "final",
+    "generation": "generation",
+    "measured_mj": "measured_energy_mj",
+    "telemetry_digest": "telemetry_digest",
+    "tariff_micro_per_kwh": "tariff_micro_per_kwh",
+    "pue_milli": "pue_milli",
+    "capacity_micro_per_gpu_hour": "capacity_micro_per_gpu_hour",
+    "capacity_micro": "capacity_micro",
+    "priced_energy_micro": "priced_energy_micro",
+    "measured_energy_micro": "measured_energy_micro",
+    "settlement_micro": "settlement_micro",
+    "total_micro": "total_micro",
+}
+
+
 def settlement_drift(client: LedgerClient, lease: Lease, name: str) -> Iterator[str]:
     there = {
         s["interval_seq"]: s
@@ -81,12 +101,17 @@ def settlement_drift(client: LedgerClient, lease: Lease, name: str) -> Iterator[
             continue  # not relayed yet
         if record is None:
             yield f"{name}: settlement #{settlement.seq} recorded here, not on the ledger"
-        elif (record["amount_micro"], record["measured_mj"], record["attributed_mj"]) != (
-            settlement.amount_micro,
-            settlement.measured_energy_mj,
-            settlement.attributed_energy_mj,
-        ):
-            yield f"{name}: settlement #{settlement.seq} differs from the ledger's"
+        else:
+            differs = [
+                f"{field} {getattr(settlement, column)!r} here, {record.get(field)!r} there"
+                for field, column in LINE_FIELDS.items()
+                if record.get(field) != getattr(settlement, column)
+            ]
+            if differs:
+                yield (
+                    f"{name}: settlement #{settlement.seq} differs from the ledger's: "
+                    + "; ".join(differs)
+                )
     for seq in sorted(there):
         yield f"{name}: settlement #{seq} on the ledger, not here"
 
