@@ -18,10 +18,10 @@ REQUEST = {"gpu_count": 2, "precision": "FP16", "hours": "1"}
 
 @pytest.fixture
 def settled_id(owner, attested_node, ledger) -> int:
-    lease_id = owner.client.post("/api/leases/", REQUEST, format="json").json()["id"]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
     run_pass(actor="worker")
     relay_once(ledger)
-    owner.client.post(f"/api/leases/{lease_id}/end/")
+    owner.client.post(f"/api/v1/leases/{lease_id}/end/")
     run_pass(actor="worker")
     relay_once(ledger)
     return lease_id
@@ -39,6 +39,8 @@ def test_the_timeline_interleaves_every_source_in_time_order(settled_id):
     for expected in ("lease.requested", "lease.active", "CreateLease block", "Settle block"):
         assert expected in text
     assert "FLAG" not in text
+    line = Settlement.objects.get(lease_id=settled_id)
+    assert f"settlement #0: total {line.total_micro} micro-units" in text
 
 
 def test_a_cost_change_far_from_its_audit_event_is_flagged(settled_id):

@@ -49,7 +49,13 @@ def timeline(lease: Lease, tolerance_s: float = DEFAULT_TOLERANCE_S) -> Timeline
             moments.append(Moment(row.done, "ledger", f"{row.function} {outcome}"))
     settlements = list(lease.settlements.order_by("seq"))
     moments += [
-        Moment(s.created, "cost", f"settlement #{s.seq}: {s.amount_micro} micro-units")
+        Moment(
+            s.created,
+            "cost",
+            f"settlement #{s.seq}: total {s.total_micro} micro-units (capacity "
+            f"{s.capacity_micro} + measured energy {s.measured_energy_micro}; settlement "
+            f"{s.settlement_micro} against priced energy {s.priced_energy_micro})",
+        )
         for s in settlements
     ]
     causes = [a for a in audits if a.action in COST_CAUSES]
