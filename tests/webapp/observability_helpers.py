@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.webapp.helpers import place
 from webapp.leasing import actions
 from webapp.leasing.models import Lease
 
@@ -36,19 +37,10 @@ def scrape(client) -> Series:  # type: ignore[no-untyped-def]
     return parse(response.content.decode())
 
 
-def place_one_gpu_lease(
-    tenant, gpus: Sequence, attestations: Sequence, price_micro: int = 1
-) -> Lease:  # type: ignore[no-untyped-def]
-    """A one-GPU lease requested and placed on `gpus[0]`: it queues CreateLease."""
+def place_one_gpu_lease(tenant, gpus: Sequence, attestations: Sequence) -> Lease:  # type: ignore[no-untyped-def]
+    """A one-GPU lease requested and placed on `gpus[0]` at rate-card terms: it queues
+    CreateLease."""
     lease = actions.request_lease(
         tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor=ACTOR
     )
-    return actions.place_lease(
-        lease,
-        gpus[:1],
-        price={},
-        price_total_micro=price_micro,
-        attributed_energy_mj=1,
-        attestations=attestations,
-        actor=ACTOR,
-    )
+    return place(lease, gpus[:1], attestations, actor=ACTOR)

@@ -16,11 +16,13 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from django.utils import timezone
 
+from tests.webapp.helpers import lines as bill_lines
 from tests.webapp.observability_helpers import ACTOR, parse, place_one_gpu_lease, scrape, value
 from webapp.attestation.models import Attestation
 from webapp.config import env_networks
 from webapp.fleet.models import TelemetrySample
 from webapp.leasing import actions
+from webapp.leasing.models import Lease
 from webapp.observability import views
 from webapp.outbox import records
 from webapp.outbox.models import OutboxEntry
@@ -98,18 +100,18 @@ def test_telemetry_by_generation_and_node_power_against_board_power(client, flee
 
 
 def test_cost_by_tenant_counts_a_lease_with_two_settlements_once(client, fleet, tenant):
-    lease = place_one_gpu_lease(tenant, fleet.gpus, [], price_micro=5_000_000)
+    lease = place_one_gpu_lease(tenant, fleet.gpus, [])
     actions.activate_lease(lease, actor=ACTOR)
     actions.end_lease(lease, actor=ACTOR)
-    intervals = [
-        actions.SettlementInput("A100-SXM4-80GB", 1, 2, 200_000, amount, "ab" * 32)
-        for amount in (100_000, 250_000)
-    ]
-    actions.settle_lease(lease, intervals, actor=ACTOR)
+    lease = Lease.objects.get(pk=lease.pk)
+    actions.settle_lease(lease, bill_lines(lease, count=2, watts=300), actor=ACTOR)
+    totals = [line.total_micro for line in lease.settlements.all()]
+    assert len(totals) == 2 and all(totals)
     series = scrape(client)
     slug = {"tenant": tenant.name}
-    assert value(series, "wattlease_tenant_cost", part="priced", **slug) == 5.0
-    assert value(series, "wattlease_tenant_cost", part="settled", **slug) == 0.35
+    quoted = lease.price_total_micro / 1e6
+    assert value(series, "wattlease_tenant_cost", part="priced", **slug) == quoted > 0
+    assert value(series, "wattlease_tenant_cost", part="billed", **slug) == sum(totals) / 1e6
 
 
 def test_attestation_verdicts_are_counted_by_reason(client, attested_node):

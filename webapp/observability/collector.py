@@ -14,6 +14,7 @@ from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ledger.money import MICRO_PER_UNIT
 from webapp.dashboard import snapshot
 from webapp.fleet.models import GPU, Node, TelemetrySample
 from webapp.outbox.models import OutboxEntry
@@ -138,13 +139,13 @@ def _telemetry() -> Iterator[Metric]:
 def _cost() -> Iterator[Metric]:
     cost = GaugeMetricFamily(
         "wattlease_tenant_cost",
-        "Cost accrued by each tenant in currency units: up-front prices ('priced') and "
-        "settlement true-ups ('settled'); the bill is their sum",
+        "Cost of each tenant in currency units: its leases' up-front quotes ('priced') and "
+        "its bill, the sum of its bill line totals ('billed')",
         labels=["tenant", "part"],
     )
     for row in snapshot.cost_by_tenant():
-        cost.add_metric([row["tenant"], "priced"], row["priced_micro"] / float(snapshot.MICRO))
-        cost.add_metric([row["tenant"], "settled"], row["settled_micro"] / float(snapshot.MICRO))
+        cost.add_metric([row["tenant"], "priced"], row["priced_micro"] / MICRO_PER_UNIT)
+        cost.add_metric([row["tenant"], "billed"], row["billed_micro"] / MICRO_PER_UNIT)
     yield cost
 
 
