@@ -47,7 +47,7 @@ def test_accepts_the_receipt_of_a_lease_its_attestation_and_node(story):
 
 def test_names_a_tampered_byte_in_a_block(story):
     settle = story.receipt["transactions"][2]["tx_id"]
-    defects = check(story, flip_byte(story.receipt, settle, b'"amount_micro": '))
+    defects = check(story, flip_byte(story.receipt, settle, b'"total_micro": '))
     assert any("block 3: data hash does not match" in d for d in defects), defects
     assert any("creator signature" in d for d in defects), defects
 

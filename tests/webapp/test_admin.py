@@ -116,11 +116,19 @@ def test_quarantine_is_an_action_with_an_audit_row(operator, fleet):
 SETTLE_UNKNOWN = {
     "lease_id": "00000000-0000-4000-8000-000000000000",
     "interval_seq": 0,
-    "attributed_mj": 1,
+    "start_ms": 0,
+    "end_ms": 60_000,
     "measured_mj": 1,
-    "tariff_micro_per_kwh": 1,
-    "amount_micro": 0,
     "telemetry_digest": "00" * 32,
+    "final": True,
+    "tariff_micro_per_kwh": 1,
+    "pue_milli": 1000,
+    "capacity_micro_per_gpu_hour": 1,
+    "capacity_micro": 0,
+    "priced_energy_micro": 0,
+    "measured_energy_micro": 0,
+    "settlement_micro": 0,
+    "total_micro": 0,
 }
 
 
