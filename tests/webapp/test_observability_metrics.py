@@ -46,8 +46,9 @@ def test_metrics_is_served_to_loopback_and_a_token_only(client, settings):
 
 
 @pytest.mark.django_db
-def test_request_latency_is_observed_by_route_and_status(client):
+def test_request_latency_is_observed_by_route_and_status(client, django_user_model):
     name = "wattlease_http_request_duration_seconds_count"
+    client.force_login(django_user_model.objects.create_user("op", "", "pw", is_staff=True))
     before = scrape(client)
     for _ in range(3):
         assert client.get("/dashboard/data.json").status_code == 200
