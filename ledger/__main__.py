@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         "--roots",
         dest="trust",
         type=Path,
-        required=True,
-        help="the channel's trust anchors, obtained from each organisation (never from the "
+        help="(required) the channel's trust anchors, obtained from each organisation (never from the "
         "receipt): a roots file or a folder of <MSPID>.pem",
     )
     bill = sub.add_parser("audit-bill", help="re-derive every line of a bill from receipts")
@@ -90,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         for written in export_roots(ns.path, ns.out):
             print(written)
         return 0
+    if ns.trust is None:
+        print(
+            "error: verify-receipt needs --trust ROOTS: the channel's trust anchors, from "
+            "each organisation (never from the receipt)",
+            file=sys.stderr,
+        )
+        return 2
     doc = load_receipt(ns.file)
     if isinstance(doc, dict) and doc.get("format") == FABRIC_FORMAT:
         try:

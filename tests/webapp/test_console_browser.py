@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from ledger.receipt import verify_receipt
+from tests.ledger.helpers import org_roots
 from tests.webapp.test_dashboard_browser import browser  # noqa: F401  (fixture)
 from tests.webapp.test_demo_server import start_demo, stop_demo
 
@@ -38,8 +39,8 @@ DRAWN_POINTS = """selector => document.querySelector(selector).data.reduce(
 
 
 class Demo:
-    def __init__(self, base: str, log_text: str, shots: Path) -> None:
-        self.base, self.shots = base, shots
+    def __init__(self, base: str, log_text: str, shots: Path, data_dir: Path) -> None:
+        self.base, self.shots, self.data_dir = base, shots, data_dir
         self.logins = dict(
             re.findall(r"tenant console for [^:]+: \S+\s+user (\S+)\s+password (\S+)", log_text)
         )
@@ -55,7 +56,7 @@ def demo(tmp_path_factory) -> Iterator[Demo]:
     log.seek(0)
     shots = Path(os.environ.get("WATTLEASE_SCREENSHOTS") or directory / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
-    yield Demo(base, log.read(), shots)
+    yield Demo(base, log.read(), shots, directory)
     stop_demo(process)
 
 
@@ -124,7 +125,9 @@ def test_tenant_previews_requests_watches_downloads_and_reads_its_bill(browser, 
     download.value.save_as(receipt)
     import json
 
-    assert verify_receipt(json.loads(receipt.read_text())) == []
+    # checked against each organisation's CA, as an auditor gets them (not from the receipt)
+    roots = org_roots(demo.data_dir / "ledger.sqlite3")
+    assert verify_receipt(json.loads(receipt.read_text()), roots) == []
     lease_path = lease_url.removeprefix(demo.base)
     # 0.2 leased hours last 6 s of the demo's clock; then it is settled onto the ledger
     page.goto(demo.base + "/console/bills/")

@@ -49,7 +49,7 @@ def test_a_request_line_names_its_request_id_tenant_and_lease(owner, fleet, json
     assert line["request_id"] == "req-0123456789"
     assert line["tenant"] == owner.tenant.slug
     assert line["lease"] == str(lease.pk)
-    assert line["status"] == 200 and line["route"].startswith("api/leases/(?P<pk>")
+    assert line["status"] == 200 and line["route"].startswith("api/v1/leases/(?P<pk>")
     assert line["level"] == "INFO" and line["ts"].endswith("+00:00")
 
 

@@ -72,6 +72,6 @@ class ObservabilityMiddleware:
     def process_view(self, request, view_func, view_args, view_kwargs):  # type: ignore[no-untyped-def]
         """A URL that names a lease puts it in the log context for the rest of the request."""
         route = _route(request)
-        if route.startswith("api/leases/") and "pk" in view_kwargs:
+        if route.startswith("api/v1/leases/") and "pk" in view_kwargs:
             context.set_field("lease", str(view_kwargs["pk"])[:40])
         return None
