@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         "--roots",
         dest="trust",
         type=Path,
-        help="(required) the channel's trust anchors, obtained from each organisation (never from the "
-        "receipt): a roots file or a folder of <MSPID>.pem",
+        help="(required) the channel's trust anchors, obtained from each organisation "
+        "(never from the receipt): a roots file or a folder of <MSPID>.pem",
     )
     bill = sub.add_parser("audit-bill", help="re-derive every line of a bill from receipts")
     bill.add_argument("bill", type=Path, help="the bill (GET /api/bills/) as JSON")
