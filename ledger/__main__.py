@@ -96,19 +96,33 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    doc = load_receipt(ns.file)
-    if isinstance(doc, dict) and doc.get("format") == FABRIC_FORMAT:
-        try:
-            problems = verify_fabric_receipt(doc, ns.trust.read_bytes())
-        except OSError as exc:
-            print(f"error: --trust: {exc}", file=sys.stderr)
-            return 2
-    else:
+    if ns.trust.is_dir():  # a folder of <MSPID>.pem serves embedded receipts only
         try:
             trusted = load_roots(ns.trust)
         except (OSError, ValueError) as exc:
             print(f"error: --trust: {exc}", file=sys.stderr)
             return 2
+    try:
+        doc = load_receipt(ns.file)
+    except (OSError, ValueError) as exc:
+        print(f"error: {ns.file}: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(doc, dict) and doc.get("format") == FABRIC_FORMAT:
+        try:
+            problems = verify_fabric_receipt(doc, ns.trust.read_bytes())
+        except OSError as exc:
+            print(
+                f"error: --trust: {exc} (a Fabric receipt needs the channel's roots file)",
+                file=sys.stderr,
+            )
+            return 2
+    else:
+        if not ns.trust.is_dir():
+            try:
+                trusted = load_roots(ns.trust)
+            except (OSError, ValueError) as exc:
+                print(f"error: --trust: {exc}", file=sys.stderr)
+                return 2
         problems = verify_receipt(doc, trusted)
     for problem in problems:
         print(f"DEFECT {problem}")

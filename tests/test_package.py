@@ -4,6 +4,7 @@ and the `wattlease` command it installs runs outside the checkout."""
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import sysconfig
@@ -31,7 +32,8 @@ def _source_packages() -> set[str]:
 
 
 def _data_files() -> set[str]:
-    files = {str(p.relative_to(ROOT)) for p in (ROOT / "scheduler" / "data").glob("*.json")}
+    files = {str(p.relative_to(ROOT)) for p in (ROOT / "ledger" / "data").glob("*.json")}
+    files |= {str(p.relative_to(ROOT)) for p in ROOT.glob("webapp/*/prometheus/*.yml")}
     for kind in ("templates", "static"):
         for path in (ROOT / "webapp").glob(f"*/{kind}/**/*"):
             if path.is_file():
@@ -86,10 +88,12 @@ def installed(wheel, tmp_path_factory) -> Path:
 
 
 def _run(installed: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the installed `wattlease` in `cwd`, with no setting from the test's environment:
-    its data directory is the default one."""
+    """Run the installed `wattlease` in `cwd`, with no setting from the test's environment
+    but the one a production start requires (a secret key, made here): its data directory is
+    the default one, its mode production."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
     env = {k: v for k, v in env.items() if not k.startswith(("WATTLEASE_", "LEDGER_"))}
+    env["SECRET_KEY"] = secrets.token_urlsafe(50)
     return subprocess.run(
         [str(installed / "bin" / "wattlease"), *args],
         cwd=cwd,
@@ -111,7 +115,7 @@ def test_wheel_holds_every_package_of_the_source_tree(wheel):
 
 def test_wheel_holds_catalogue_templates_static_files_and_migrations(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "scheduler/data/catalogue-v1.json" in names
+    assert {"ledger/data/catalogue-v1.json", "ledger/data/rate-card-v1.json"} <= names
     assert _data_files() - names == set()
     migrations = {str(p.relative_to(ROOT)) for p in ROOT.glob("webapp/*/migrations/0*.py")}
     assert migrations and migrations - names == set()
@@ -164,7 +168,17 @@ def test_installed_manage_finds_settings_templates_and_static_files(installed, t
     assert found.returncode == 0, found.stderr
     assert str(installed) in found.stdout
     # an installed copy keeps its data in ./var of the working directory, not site-packages
-    assert (tmp_path / "var" / "secret_key").is_file()
+    where = _run(
+        installed,
+        "manage",
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.DATA_DIR, settings.LEDGER_PATH)",
+        cwd=tmp_path,
+    )
+    assert where.returncode == 0, where.stderr
+    data_dir, ledger_path = where.stdout.split()
+    assert Path(data_dir) == tmp_path / "var" and Path(ledger_path).parent == tmp_path / "var"
     assert not list(installed.glob("lib/*/site-packages/var"))
 
 
