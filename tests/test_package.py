@@ -177,7 +177,7 @@ def test_installed_manage_finds_settings_templates_and_static_files(installed, t
         cwd=tmp_path,
     )
     assert where.returncode == 0, where.stderr
-    data_dir, ledger_path = where.stdout.split()
+    data_dir, ledger_path = where.stdout.strip().splitlines()[-1].split()
     assert Path(data_dir) == tmp_path / "var" and Path(ledger_path).parent == tmp_path / "var"
     assert not list(installed.glob("lib/*/site-packages/var"))
 
