@@ -16,10 +16,8 @@ from attest.inventory import inventory_digest
 from chaincode_client.interface import EndorsementError
 from ledger.ek_binding import ak_certificate, sign_ak_certificate
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv, NodeTpm
-from tests.ledger.helpers import attest, lease_request, register_node, software_ak_b64
+from tests.ledger.helpers import H100, attest, lease_request, register_node, software_ak_b64
 from tests.ledger.test_governance import _ca_pem, admin, approve, propose
-
-H100 = "H100-SXM"
 
 
 def b64(data: bytes) -> str:
