@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.test import Client
 
 from tests.services import free_port
 from tests.webapp.observability_binaries import get_json, require, stop, wait_until
@@ -74,10 +76,19 @@ def query(base: str, promql: str) -> list[dict]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_prometheus_scrapes_the_running_server(live_server, prometheus):
+def test_prometheus_scrapes_the_running_server(live_server, prometheus, django_user_model):
+    # The operator dashboard is staff-only: read it with a staff session's cookie.
+    staff = Client()
+    staff.force_login(django_user_model.objects.create_user("op", "", "pw", is_staff=True))
+    cookie = staff.cookies[settings.SESSION_COOKIE_NAME]
+    dashboard = urllib.request.Request(
+        live_server.url + "/dashboard/data.json",
+        headers={"Cookie": f"{cookie.key}={cookie.value}"},
+    )
     for _ in range(TRAFFIC):
-        with urllib.request.urlopen(live_server.url + "/dashboard/data.json", timeout=10) as r:
+        with urllib.request.urlopen(dashboard, timeout=10) as r:
             assert r.status == 200
+            assert r.url == dashboard.full_url  # not redirected to a login page
     requests = 'wattlease_http_request_duration_seconds_count{route="dashboard/data.json"}'
     found = wait_until(
         "the request series in Prometheus",
