@@ -156,6 +156,17 @@ def test_preview_and_request_name_the_bad_field(owner_login, fleet):
     assert not Lease.objects.exists()
 
 
+def test_a_request_above_the_tenants_entitlement_is_refused_on_the_form(owner_login, fleet):
+    tenant = owner_login.membership.tenant
+    page = owner_login.client.post(
+        "/console/leases/new/",
+        {**REQUEST, "priority": str(tenant.max_priority + 1), "request": ""},
+    )
+    assert page.status_code == 200 and b"lease.priority:" in page.content
+    assert b"entitlement" in page.content
+    assert not Lease.objects.exists()
+
+
 def test_owner_requests_a_lease(owner_login, fleet):
     done = owner_login.client.post("/console/leases/new/", {**REQUEST, "request": ""})
     lease = Lease.objects.get()

@@ -101,11 +101,15 @@ def lease_request(request: HttpRequest) -> HttpResponse:
                     {"why": "Members read; only the tenant's owner may request leases."},
                     status=403,
                 )
-            lease = actions.request_lease(
-                request.membership.tenant,  # type: ignore[attr-defined]
-                actor=_actor(request),
-                **form.validated_data,
-            )
+            try:
+                lease = actions.request_lease(
+                    request.membership.tenant,  # type: ignore[attr-defined]
+                    actor=_actor(request),
+                    **form.validated_data,
+                )
+            except actions.LeaseError as refused:  # above the tenant's entitlement or quota
+                context["errors"] = {refused.code: [str(refused)]}
+                return render(request, "console/request.html", context)
             messages.success(request, f"Lease {lease.pk} requested.")
             return redirect("console-lease", pk=lease.pk)
         context["preview"] = scheduling.preview(**form.validated_data)
