@@ -96,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    trusted: dict[str, bytes] | None = None
     if ns.trust.is_dir():  # a folder of <MSPID>.pem serves embedded receipts only
         try:
             trusted = load_roots(ns.trust)
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     else:
-        if not ns.trust.is_dir():
+        if trusted is None:
             try:
                 trusted = load_roots(ns.trust)
             except (OSError, ValueError) as exc:
