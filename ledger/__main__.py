@@ -59,11 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     if ns.command == "verify":
         print(f"auditing {ns.path} ...", file=sys.stderr)
         try:
-            trusted = load_roots(ns.roots) if ns.roots else None
+            genesis_roots = load_roots(ns.roots) if ns.roots else None
         except (OSError, ValueError) as exc:
             print(f"error: --roots: {exc}", file=sys.stderr)
             return 2
-        report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes, roots=trusted)
+        report = verify_ledger(ns.path, check_quotes=not ns.skip_quotes, roots=genesis_roots)
         for defect in report.defects:
             print(f"DEFECT {defect}")
         summary = (
