@@ -77,6 +77,8 @@ def test_every_relayed_lease_commits_exactly_once_through_peer_and_orderer_fault
     fleet, tenant, attested_node, ledger, network, caplog
 ):
     caplog.set_level(logging.WARNING, logger="webapp.outbox.relay")
+    tenant.max_gpus = 2 * LEASES  # the operator's quota for this tenant: room for the stream
+    tenant.save(update_fields=["max_gpus"])
     faults: list[str] = []
     injector = threading.Thread(target=inject_faults, args=(network, faults))
     injector.start()
