@@ -1,14 +1,14 @@
 """Seed a production deployment's database the way an operator would in the admin: one
-site, a PCR policy with the golden values given, one node with four A100s, one tenant.
-Prints the tenant's API key and the node's credential as JSON (shown once, as in the
-admin). Run with the deployment's environment: python -m tests.webapp.production_fleet
+site (a site of the rate card: the ledger checks lease terms against it), a PCR policy
+with the golden values given, one node with four A100s, one tenant. Prints the tenant's
+API key and the node's credential as JSON (shown once, as in the admin). Run with the
+deployment's environment: python -m tests.webapp.production_fleet
 '{"sha256": {"0": "…", "2": "…", "7": "…"}}'."""
 
 from __future__ import annotations
 
 import json
 import sys
-from decimal import Decimal
 
 import django
 
@@ -16,14 +16,15 @@ import django
 def main(golden: dict) -> dict[str, str]:
     django.setup()
     from webapp.attestation.service import issue_node_credential
-    from webapp.core.seed import gpu_uuid
+    from webapp.core.seed import SITES, gpu_uuid
     from webapp.fleet.catalogue import sync_catalogue
     from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
     from webapp.tenancy.actions import issue_api_key
     from webapp.tenancy.models import ApiKey, Tenant
 
     sync_catalogue()
-    site = Site.objects.create(name="dc-1", pue=Decimal("1.2"), tariff_micro_per_kwh=200_000)
+    name, pue, tariff = SITES[0]
+    site = Site.objects.create(name=name, pue=pue, tariff_micro_per_kwh=tariff)
     policy = PcrPolicy.objects.create(name="build-1", pcrs=golden)
     node = Node.objects.create(name="node-1", site=site, pcr_policy=policy)
     a100 = Generation.objects.get(catalogue_id="A100-SXM4-80GB")

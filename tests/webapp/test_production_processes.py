@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from ledger.receipt import verify_receipt
+from tests.ledger.helpers import org_roots
 from tests.webapp.production import deployment
 
 LEASE_HOUR_S = "1000"  # the lease below (0.01 h) runs for 10 s of wall time
@@ -30,8 +31,10 @@ def test_a_lease_runs_its_whole_life_on_the_production_processes(tmp_path, tpm, 
         assert len(placed["gpus"]) == 2 and placed["price_total_micro"] > 0
         active = deployed.wait_for("activation on the ledger", lambda: state_is("active"))
         assert active["started"]
+        # checked against each organisation's CA, as an auditor gets them (not from the receipt)
+        roots = org_roots(tmp_path / "ledger.sqlite3")  # the deployment's LEDGER_PATH
         status, receipt = api.call("GET", f"{path}receipt/")
-        assert status == 200 and verify_receipt(receipt) == []
+        assert status == 200 and verify_receipt(receipt, roots) == []
         settled = deployed.wait_for("expiry and settlement", lambda: state_is("settled"))
         assert settled["ended"] and len(settled["settlements"]) == 1
 
@@ -41,7 +44,7 @@ def test_a_lease_runs_its_whole_life_on_the_production_processes(tmp_path, tpm, 
 
         deployed.wait_for("the settlement on the ledger", settlement_on_ledger)
         status, receipt = api.call("GET", f"{path}receipt/")
-        assert status == 200 and verify_receipt(receipt) == []
+        assert status == 200 and verify_receipt(receipt, roots) == []
         recorded = json.dumps(receipt)
         assert all(f in recorded for f in ("CreateLease", "EndLease", "Settle"))
         assert deployed.processes["server"].poll() is None  # nothing crashed on the way
