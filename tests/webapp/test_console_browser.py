@@ -96,7 +96,7 @@ def test_tenant_previews_requests_watches_downloads_and_reads_its_bill(browser, 
     page.fill("[name=gpu_count]", "1")
     page.select_option("[name=precision]", "FP16")
     page.fill("[name=hours]", "0.2")
-    page.fill("[name=priority]", "50")
+    page.fill("[name=priority]", "5")  # the first tenant, Aurora Labs, is granted 5 (seed)
     # right after the demo starts its nodes are still enrolling: the preview says why it
     # would wait until one has a good quote on the ledger
     for _ in range(WAIT_MS // 2000):
