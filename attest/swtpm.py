@@ -24,6 +24,7 @@ START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
 SETUP_TIMEOUT_S = 120.0
 PORT_RANGE = (20000, 60000)  # where free port pairs are searched
+STARTUP_SETTLE_S = 0.2  # how long a swtpm that lost its server port takes to exit
 POLL_INTERVAL_S = 0.02
 PORT_ATTEMPTS = 3
 # TPM2_Shutdown(TPM_SU_CLEAR): tag NO_SESSIONS, size 12, command code 0x145, type 0.
@@ -187,9 +188,16 @@ class Swtpm:
                 )
             try:
                 with socket.create_connection((self.host, self.port + 1), timeout=0.5):
-                    return
+                    pass
             except OSError:
                 time.sleep(POLL_INTERVAL_S)
+                continue
+            # swtpm binds the control port before the server port: if another process took
+            # the server port since free_port_pair() looked, swtpm exits just after this
+            # answer ("Address already in use"). Look again once it has had the time to.
+            time.sleep(STARTUP_SETTLE_S)
+            if self.process.poll() is None:
+                return
         self.stop()
         raise SwtpmError(f"swtpm did not listen on port {self.port + 1} in {START_TIMEOUT_S} s")
 
