@@ -38,6 +38,17 @@ def request(tenant, gpus=2, priority=0, precision="FP16") -> Lease:
     )
 
 
+def test_gpus_at_a_site_the_rate_card_does_not_price_are_not_leased(fleet, tenant, attested_node):
+    """An operator's site that the rate card has no terms for: its GPUs are left out of the
+    plan (the ledger would refuse any lease there), and the pass goes on."""
+    fleet.site.name = "dc-not-priced"
+    fleet.site.save(update_fields=["name"])
+    lease = request(tenant)
+    plan = place_requested(actor=ACTOR)
+    assert not plan.placements
+    assert Lease.objects.get(pk=lease.pk).state == states.REQUESTED
+
+
 def test_requests_are_placed_and_priced_on_attested_gpus(fleet, tenant, attested_node):
     lease = request(tenant)
     plan = place_requested(actor=ACTOR)

@@ -62,6 +62,15 @@ def job_entry(
     }
 
 
+def _priced(gpu: GPU) -> bool:
+    """The operator's rate card (ledger terms) prices this GPU's site and generation."""
+    sites = {site["name"] for site in RATE_CARD.sites.values()}
+    return (
+        gpu.node.site.name in sites
+        and gpu.generation.catalogue_id in RATE_CARD.capacity_micro_per_gpu_hour
+    )
+
+
 def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     """The fleet and queue in the scheduler's documented schema (docs/scheduler.md)."""
     attested = _attested_nodes()
@@ -74,7 +83,11 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     busy = {gpu.pk for lease in holding.values() for gpu in lease.gpus.all()}
     latest = latest_by_gpu()
     gpus = []
-    for gpu in GPU.objects.select_related("node", "generation"):
+    unpriced: set[str] = set()
+    for gpu in GPU.objects.select_related("node__site", "generation"):
+        if not _priced(gpu):  # no lease terms the ledger accepts: not leasable
+            unpriced.add(f"{gpu.node.site.name}/{gpu.generation.catalogue_id}")
+            continue
         entry: dict[str, Any] = {
             "id": gpu.uuid,
             "generation": gpu.generation.catalogue_id,
@@ -97,6 +110,8 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
         }
         for s in Site.objects.all()
     ]
+    if unpriced:
+        log.warning("GPUs left out of planning, the rate card prices no %s", sorted(unpriced))
     leases = [
         {
             "id": str(pk),
