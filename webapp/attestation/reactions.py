@@ -27,9 +27,16 @@ def resolve_attestation_refs(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def attestation_recorded(entry: OutboxEntry, receipt: Receipt) -> None:
+    """Note the ledger's id of the verdict. It is the id the contract answered with, not
+    this transaction's: a retried submission (the first one committed, its receipt lost) is
+    answered with the record the first one wrote, and writes nothing itself."""
     args = entry.args
+    try:
+        ledger_id = json.loads(receipt.payload)["attestation_id"]
+    except (ValueError, KeyError, TypeError):
+        ledger_id = receipt.tx_id
     Attestation.objects.filter(node__name=args["node_id"], nonce=args["nonce"]).update(
-        ledger_tx=receipt.tx_id
+        ledger_tx=ledger_id
     )
 
 
