@@ -353,7 +353,8 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         return _out(await range_values(iterator))
 
     async def GetHistory(self, ctx: TransactionContext, request: str) -> str:
-        """{key} -> [{tx_id, timestamp_ns, is_delete, value}] for a plain key (node:..., ...)"""
+        """{key} -> [{tx_id, timestamp_ns, is_delete, value}] for a plain key (node:..., ...),
+        newest first (block height, then position in the block), on both backends."""
         req = args.load_object(request)
         key = req.get("key")
         if not isinstance(key, str) or not key.startswith(HISTORY_KEY_PREFIXES):

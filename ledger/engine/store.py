@@ -71,9 +71,11 @@ def select_range(
 
 
 def select_history(conn: sqlite3.Connection, key: str) -> list[tuple[str, bytes | None, int, int]]:
+    """A key's versions newest first, the order Fabric (2.0 and later) gives GetHistoryForKey."""
     return list(
         conn.execute(
-            "SELECT tx_id, value, seconds, nanos FROM history WHERE key = ? ORDER BY block, txnum",
+            "SELECT tx_id, value, seconds, nanos FROM history WHERE key = ? "
+            "ORDER BY block DESC, txnum DESC",
             (key,),
         )
     )

@@ -85,6 +85,14 @@ def test_revoke_ak_only_by_owner_then_reregister_with_new_epoch(ledger_env, node
         attest(org1, node_tpm, "n1", 0)
     node = register_node(org1, node_tpm, "n1", 2, [("GPU-a", H100)])
     assert node["ak_epoch"] == 1 and node["ak_public"] == node_tpm.ak_b64(2)
+    history = json.loads(org1.evaluate("GetHistory", js({"key": "node:n1"})))
+    # newest first on both backends, as Fabric orders GetHistoryForKey
+    assert [(v["value"]["ak_epoch"], v["value"]["revoked"]) for v in history] == [
+        (1, False),
+        (0, True),
+        (0, False),
+    ]
+    assert history[0]["timestamp_ns"] >= history[-1]["timestamp_ns"]
 
 
 # -- attestations --------------------------------------------------------------------------
