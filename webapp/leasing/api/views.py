@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import django_filters
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -36,11 +37,20 @@ class PricePreviewView(APIView):
         return Response(scheduling.preview(**form.validated_data))
 
 
+class LeaseFilter(django_filters.FilterSet):
+    """Declared once: `filterset_fields` would make django-filter build this class anew on
+    every request."""
+
+    class Meta:
+        model = Lease
+        fields = ["state", "precision"]
+
+
 class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """A tenant's leases: list, read, request, end and cancel."""
 
     serializer_class = LeaseSerializer
-    filterset_fields = ["state", "precision"]
+    filterset_class = LeaseFilter
 
     def get_queryset(self):
         base = Lease.objects.prefetch_related("gpus", "settlements")
