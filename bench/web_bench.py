@@ -67,8 +67,7 @@ def seed(leases: int) -> str:
         name="Bench", slug="bench", max_queued_requests=10**6, max_gpus=10**6
     )
     Lease.objects.bulk_create(
-        Lease(tenant=tenant, gpu_count=1, precision="FP16", hours=Decimal(1))
-        for _ in range(leases)
+        Lease(tenant=tenant, gpu_count=1, precision="FP16", hours=Decimal(1)) for _ in range(leases)
     )
     return issue_api_key(tenant, scope=ApiKey.WRITE, actor="bench")[1]
 

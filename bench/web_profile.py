@@ -15,7 +15,6 @@ import cProfile
 import json
 import os
 import pstats
-import secrets
 import subprocess
 import sys
 import tempfile
