@@ -4,7 +4,7 @@ DRF answers errors in two shapes: `{"detail": "..."}` (authentication, permissio
 found, conflict, throttling) and `{"field": ["message", ...]}` for a request that fails
 validation. Which of them an operation can return follows from the view: authenticated
 views can answer 401, writes 403 (a read-only key), paths with an id 404, requests with a
-body or query filters 400, throttled views 429.
+body or query parameters 400, throttled views 429.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
 from webapp.tenancy.authentication import HasTenantScope
@@ -62,11 +62,20 @@ class ErrorsAutoSchema(AutoSchema):
                 codes[403] = ERROR
         if "{" in self.path:
             codes[404] = ERROR
-        if self.method == "GET" and self._get_filter_parameters():
+        if self.method == "GET" and (self._get_filter_parameters() or self._query_parameters()):
             codes[400] = VALIDATION_ERROR
         if getattr(view, "throttle_classes", None):
             codes[429] = ERROR
         return codes
+
+    def _query_parameters(self) -> list[OpenApiParameter]:
+        """The query parameters an operation declares itself (`extend_schema(parameters=)`):
+        a value it cannot read is a 400, as for a filter."""
+        return [
+            p
+            for p in self.get_override_parameters()
+            if isinstance(p, OpenApiParameter) and p.location == OpenApiParameter.QUERY
+        ]
 
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)

@@ -124,7 +124,9 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             return Response({"detail": exc.detail}, status=exc.status)
 
     @extend_schema(
-        parameters=[OpenApiParameter("seq", int, description="the bill line's number")],
+        parameters=[
+            OpenApiParameter("seq", int, required=True, description="the bill line's number")
+        ],
         responses={(200, "text/csv"): str},
     )
     @action(detail=True, methods=["get"])
