@@ -3,9 +3,11 @@ what DRF's general paths answer, in fewer queries."""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 from rest_framework import serializers
+from rest_framework.utils.encoders import JSONEncoder
 
 from tests.webapp import leases
 from webapp.leasing.api.serializers import LeaseSerializer
@@ -28,6 +30,12 @@ def test_fast_lease_output_is_drfs_output(owner, fleet):
         fast = LeaseSerializer(lease).data
         assert fast == _generic(lease)
         assert list(fast) == list(_generic(lease))  # same keys, same order
+    # the list prefetches into plain lists (webapp.core.api.serializers.prefetched)
+    listed = owner.client.get("/api/v1/leases/").json()["results"]
+    everyone = Lease.objects.filter(tenant=owner.tenant).order_by("-created")
+    assert listed == [
+        json.loads(json.dumps(_generic(lease), cls=JSONEncoder)) for lease in everyone
+    ]
     served = owner.client.get(f"/api/v1/leases/{settled.pk}/").json()
     assert len(served["settlements"]) == 1 and len(served["gpus"]) == 2
     assert served["hours"] == "1.00" and served["started"].endswith("Z")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from django.db.models import Prefetch
 from django.db.models.manager import BaseManager
 from rest_framework import fields, relations, serializers
 
@@ -23,6 +24,14 @@ _PASS_THROUGH = (fields.CharField, fields.IntegerField, fields.BooleanField)
 _MANY = (relations.ManyRelatedField, serializers.ListSerializer)
 
 Plan = list[tuple[str, str | None, Any]]  # output name, attribute (None: DRF's path), field
+PREFETCHED = "_prefetched_%s"  # where `prefetched(name)` leaves a relation's rows: a list
+
+
+def prefetched(relation: str) -> Prefetch:
+    """Prefetch a many-valued relation into a plain list on each row, which the fast
+    serializer reads: Django's default builds a filtered queryset per row to hold them
+    (two per lease on a lease list, most of the prefetch's CPU)."""
+    return Prefetch(relation, to_attr=PREFETCHED % relation)
 
 
 class FastReadSerializer(serializers.ModelSerializer):
@@ -56,7 +65,8 @@ class FastReadSerializer(serializers.ModelSerializer):
             else:
                 value = getattr(instance, attribute)
                 if isinstance(value, BaseManager) and isinstance(field, _MANY):
-                    value = value.all()  # prefetched when the view asked for it
+                    rows = getattr(instance, PREFETCHED % attribute, None)
+                    value = value.all() if rows is None else rows
             if value is None:
                 out[name] = None
             elif type(field) in _PASS_THROUGH and isinstance(value, str | int):

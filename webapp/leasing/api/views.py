@@ -9,6 +9,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core.api.serializers import prefetched
 from webapp.core.openapi import ERROR
 from webapp.leasing import actions, bills, scheduling, states
 from webapp.leasing.api.serializers import (
@@ -53,7 +54,7 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     filterset_class = LeaseFilter
 
     def get_queryset(self):
-        base = Lease.objects.prefetch_related("gpus", "settlements")
+        base = Lease.objects.prefetch_related(prefetched("gpus"), prefetched("settlements"))
         return restrict_to_tenant(base, self.request.user)
 
     def _actor(self) -> str:
