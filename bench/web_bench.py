@@ -7,8 +7,9 @@ the highest rate at which p99 stays under the SLO, and the CPU each request cost
 `list` is `GET /api/v1/leases/` for a tenant with 20 leases; `create` is `POST
 /api/v1/leases/` (one FP16 GPU for an hour: a lease row, its audit row and outbox row).
 Layouts: `daphne` (one process, the demo's server), `asgiN` (gunicorn, N native ASGI
-workers), `wsgiN` (gunicorn, N sync WSGI workers: plain HTTP, no websockets). Each layout gets
-a fresh private PostgreSQL and Redis (tests/services.py).
+workers), `wsgiN` (gunicorn, N sync WSGI workers: plain HTTP, no keep-alive), `gthreadN`
+(gunicorn, N WSGI workers of GTHREAD_THREADS threads each, keep-alive). Each layout gets a
+fresh private PostgreSQL and Redis (tests/services.py).
 
 Open loop: request i is due at start + i / rate, whatever happened to the others; a pool of
 keep-alive client threads sends each when due and its latency counts from when it was due,
@@ -48,8 +49,10 @@ PY = sys.executable
 LEASES = 20
 SEED = "from bench.web_bench import seed; print(seed(%d))"
 DEFAULT_RATES = "50,100,150,200,250,300,350,400,450,500,600,700,800"
+GTHREAD_THREADS = 4  # per gthread worker: keep-alive connections without one process each
 CLIENT_THREADS = 48  # enough keep-alive connections that the client never holds a slot back
 WARM_S = 2.0
+ERROR_EXAMPLES = 3
 FAILURES_TO_STOP = 2  # consecutive rates over the SLO
 MS_PER_S = 1000
 CREATE_BODY = json.dumps({"gpu_count": 1, "precision": "FP16", "hours": "1"}).encode()
@@ -93,10 +96,11 @@ def production_env(database_url: str, redis_url: str) -> dict[str, str]:
 def command(layout: str, port: int) -> list[str]:
     if layout == "daphne":
         return [PY, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"]
-    kind, workers = layout[:4], layout[4:]
-    app = {"asgi": "webapp.asgi:application", "wsgi": "webapp.wsgi:application"}[kind]
-    worker_class = {"asgi": "asgi", "wsgi": "sync"}[kind]
-    return [PY, "-m", "gunicorn", "--worker-class", worker_class, "--workers", workers,
+    kind, workers = layout.rstrip("0123456789"), layout.lstrip("abcdefghijklmnopqrstuvwxyz")
+    app = "webapp.asgi:application" if kind == "asgi" else "webapp.wsgi:application"
+    worker_class = {"asgi": "asgi", "wsgi": "sync", "gthread": "gthread"}[kind]
+    threads = ["--threads", str(GTHREAD_THREADS)] if kind == "gthread" else []
+    return [PY, "-m", "gunicorn", "--worker-class", worker_class, "--workers", workers, *threads,
             "--bind", f"127.0.0.1:{port}", "--log-level", "warning", app]  # fmt: skip
 
 
@@ -153,18 +157,21 @@ class Cpu:
         return out
 
 
-def send(connection: http.client.HTTPConnection, endpoint: str, key: str) -> bool:
+def send(connection: http.client.HTTPConnection, endpoint: str, key: str) -> str | None:
+    """Send one request; None when it was answered as it should be, else what came back."""
     headers = {"Authorization": f"Bearer {key}"}
     if endpoint == "list":
         connection.request("GET", "/api/v1/leases/", headers=headers)
         response = connection.getresponse()
         body = response.read()
-        return response.status == 200 and json.loads(body)["count"] >= LEASES
+        if response.status == 200 and json.loads(body)["count"] >= LEASES:
+            return None
+        return f"{response.status} {body[:200]!r}"
     headers["Content-Type"] = "application/json"
     connection.request("POST", "/api/v1/leases/", body=CREATE_BODY, headers=headers)
     response = connection.getresponse()
-    response.read()
-    return response.status == 201
+    body = response.read()
+    return None if response.status == 201 else f"{response.status} {body[:200]!r}"
 
 
 def fixed_rate(port: int, key: str, endpoint: str, rate: float, seconds: float) -> dict:
@@ -189,15 +196,14 @@ def fixed_rate(port: int, key: str, endpoint: str, rate: float, seconds: float) 
             if pause > 0:
                 time.sleep(pause)
             try:
-                ok = send(connection, endpoint, key)
+                wrong = send(connection, endpoint, key)
             except (OSError, http.client.HTTPException) as exc:
-                ok = False
-                errors.append(repr(exc))
+                wrong = repr(exc)
                 connection.close()
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             latencies.append(time.perf_counter() - due)
-            if not ok:
-                errors.append("bad answer")
+            if wrong is not None:
+                errors.append(wrong)
         connection.close()
 
     threads = [threading.Thread(target=worker) for _ in range(CLIENT_THREADS)]
@@ -212,6 +218,7 @@ def fixed_rate(port: int, key: str, endpoint: str, rate: float, seconds: float) 
         "requests": len(latencies),
         "achieved_per_s": round(len(latencies) / elapsed, 1),
         "errors": len(errors),
+        "error_examples": sorted(set(errors))[:ERROR_EXAMPLES],
         "p50_ms": round(cuts[49] * MS_PER_S, 1),
         "p99_ms": round(cuts[98] * MS_PER_S, 1),
     }
