@@ -100,7 +100,8 @@ def command(layout: str, port: int) -> list[str]:
     app = "webapp.asgi:application" if kind == "asgi" else "webapp.wsgi:application"
     worker_class = {"asgi": "asgi", "wsgi": "sync", "gthread": "gthread"}[kind]
     threads = ["--threads", str(GTHREAD_THREADS)] if kind == "gthread" else []
-    return [PY, "-m", "gunicorn", "--worker-class", worker_class, "--workers", workers, *threads,
+    return [PY, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf",
+            "--worker-class", worker_class, "--workers", workers, *threads,
             "--bind", f"127.0.0.1:{port}", "--log-level", "warning",
             *os.environ.get("WEB_BENCH_GUNICORN_ARGS", "").split(), app]  # fmt: skip
 

@@ -62,6 +62,13 @@ def inner(requests: int, profile: bool) -> None:
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
     for _ in range(50):  # warm: imports, caches, connections
         assert client.get(PATH).status_code == 200
+    if os.environ.get("WEB_PROFILE_GC_FREEZE"):
+        import gc
+
+        gc.collect()
+        gc.freeze()
+        if os.environ.get("WEB_PROFILE_GC_GEN0"):
+            gc.set_threshold(int(os.environ["WEB_PROFILE_GC_GEN0"]), 10, 10)
     with CaptureQueriesContext(connection) as queries:
         client.get(PATH)
     print(f"SQL queries per request: {len(queries)}")
