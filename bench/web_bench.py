@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.proc_cpu import process_cpu_s, self_cpu_s  # noqa: E402
+from bench.proc_cpu import machine_busy_s, process_cpu_s, self_cpu_s  # noqa: E402
 from tests.services import (  # noqa: E402
     _wait_for_port,
     free_port,
@@ -55,6 +55,7 @@ WARM_S = 2.0
 ERROR_EXAMPLES = 3
 FAILURES_TO_STOP = 2  # consecutive rates over the SLO
 MS_PER_S = 1000
+MACHINE = "(machine)"
 CREATE_BODY = json.dumps({"gpu_count": 1, "precision": "FP16", "hours": "1"}).encode()
 
 
@@ -156,6 +157,7 @@ class Cpu:
     def read(self) -> dict[str, float]:
         out = {name: sum(map(process_cpu_s, descendants(pid))) for name, pid in self.roots.items()}
         out["load generator"] = self_cpu_s()
+        out[MACHINE] = machine_busy_s()
         return out
 
 
@@ -256,7 +258,11 @@ def run_layout(layout: str, endpoint: str, rates: list[float], seconds: float, s
                 result = fixed_rate(port, key, endpoint, rate, seconds)
                 after = cpu.read()
                 used = {k: after[k] - before[k] for k in after}
+                machine = used.pop(MACHINE)
+                wall = result["requests"] / result["achieved_per_s"]
                 result.update({
+                    # what the rest of the machine (other users) kept busy meanwhile
+                    "other_cores_busy": round(max(0.0, machine - sum(used.values())) / wall, 2),
                     "layout": layout,
                     "endpoint": endpoint,
                     "load_average_1m": round(load, 2),
