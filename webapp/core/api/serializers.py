@@ -25,6 +25,7 @@ _MANY = (relations.ManyRelatedField, serializers.ListSerializer)
 
 Plan = list[tuple[str, str | None, Any]]  # output name, attribute (None: DRF's path), field
 PREFETCHED = "_prefetched_%s"  # where `prefetched(name)` leaves a relation's rows: a list
+_NOT_PREFETCHED = object()
 
 
 def prefetched(relation: str) -> Prefetch:
@@ -59,14 +60,17 @@ class FastReadSerializer(serializers.ModelSerializer):
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        rows = instance.__dict__
         for name, attribute, field in self._plan():
             if attribute is None:  # a dotted or '*' source: DRF's general lookup
                 value = field.get_attribute(instance)
+            elif isinstance(field, _MANY):
+                value = rows.get(PREFETCHED % attribute, _NOT_PREFETCHED)
+                if value is _NOT_PREFETCHED:  # the relation's manager, one query
+                    value = getattr(instance, attribute)
+                    value = value.all() if isinstance(value, BaseManager) else value
             else:
                 value = getattr(instance, attribute)
-                if isinstance(value, BaseManager) and isinstance(field, _MANY):
-                    rows = getattr(instance, PREFETCHED % attribute, None)
-                    value = value.all() if rows is None else rows
             if value is None:
                 out[name] = None
             elif type(field) in _PASS_THROUGH and isinstance(value, str | int):
