@@ -2,7 +2,8 @@
 operation, called in-process as an authenticated tenant with a write key (the node agents'
 operations with a node's credential), with bodies,
 queries and paths generated from the schema (valid and invalid ones). No answer may be a
-5xx, and every status code must be one the schema documents for that operation.
+5xx; every status code, content type and body must be what the schema documents for that
+operation (errors included: the API's one error format).
 
 Bounded: MAX_EXAMPLES generated cases per operation (a few minutes for the whole API)."""
 
@@ -15,7 +16,11 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import status_code_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from tests.webapp import leases
 from webapp.attestation import service
@@ -61,7 +66,12 @@ def test_no_operation_answers_a_server_error(case, owner, fleet, node_token):
     token = node_token if case.path.startswith(AGENT_PATHS) else owner.token
     case.call_and_validate(
         headers={"Authorization": f"Bearer {token}"},
-        checks=[not_a_server_error, status_code_conformance],
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_schema_conformance,
+        ],
     )
 
 
@@ -73,3 +83,11 @@ def test_operations_with_query_parameters_document_their_400(owner):
         assert "400" in paths[path]["get"]["responses"], path
     seq = paths["/api/v1/leases/{id}/readings/"]["get"]["parameters"]
     assert any(p["name"] == "seq" and p["required"] for p in seq)
+
+
+def test_a_receipt_not_yet_on_the_ledger_answers_in_the_one_error_format(owner, fleet):
+    """Found by the run above (response schema check): the 409 had only `detail`."""
+    lease = leases.placed(owner.tenant, fleet.gpus[:1])
+    response = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
+    assert response.status_code == 409
+    assert response.json()["code"] == "receipt.unavailable" and response.json()["detail"]

@@ -5,7 +5,7 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -121,8 +121,10 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         `python -m ledger verify-receipt FILE --trust ROOTS`."""
         try:
             return Response(lease_receipt(self.get_object()))
-        except ReceiptUnavailable as exc:
-            return Response({"detail": exc.detail}, status=exc.status)
+        except ReceiptUnavailable as exc:  # answered in the API's one error format
+            error = APIException(exc.detail, code="receipt.unavailable")
+            error.status_code = exc.status
+            raise error from None
 
     @extend_schema(
         parameters=[
