@@ -297,7 +297,7 @@ def run_layout(layout: str, endpoint: str, rates: list[float], seconds: float, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--layouts", default="wsgi2,asgi2")
+    parser.add_argument("--layouts", default="wsgi3,asgi2")
     parser.add_argument("--endpoint", choices=("list", "create"), default="list")
     parser.add_argument("--rates", default=DEFAULT_RATES)
     parser.add_argument("--seconds", type=float, default=10.0)
