@@ -38,7 +38,9 @@ def prefetched(relation: str) -> Prefetch:
 class FastReadSerializer(serializers.ModelSerializer):
     """A ModelSerializer whose output is computed from a field plan built once per class.
 
-    Only reading is sped up: validation and writes are the ModelSerializer's own."""
+    Only reading is sped up: validation and writes are the ModelSerializer's own. For
+    serializers whose fields do not depend on the request (the plan is built without a
+    context): no hyperlinks, no fields added or dropped per caller."""
 
     _plans: ClassVar[dict[type, Plan]] = {}
 
