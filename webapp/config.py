@@ -70,8 +70,9 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def database_from_url(url: str, base_dir: Path) -> dict:
-    """Django DATABASES['default'] from sqlite:///path or postgres://user:pw@host:port/db."""
+def database_from_url(url: str, base_dir: Path, conn_max_age_s: int = 60) -> dict:
+    """Django DATABASES['default'] from sqlite:///path or postgres://user:pw@host:port/db;
+    a PostgreSQL connection is kept `conn_max_age_s` for the thread's next request."""
     parts = urlsplit(url)
     if parts.scheme == "sqlite":
         # sqlite:///relative/path or sqlite:////absolute/path
@@ -103,7 +104,7 @@ def database_from_url(url: str, base_dir: Path) -> dict:
             "PASSWORD": unquote(parts.password or ""),
             "HOST": parts.hostname or "",
             "PORT": str(port or ""),
-            "CONN_MAX_AGE": 60,
+            "CONN_MAX_AGE": conn_max_age_s,
         }
     raise ImproperlyConfigured(
         f"DATABASE_URL={url!r}: unsupported scheme {parts.scheme!r}; "

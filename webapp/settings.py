@@ -100,9 +100,18 @@ TEMPLATES = [
     },
 ]
 
+# A database connection is kept for the next request of the thread that opened it. A WSGI
+# worker serves every request on its one thread, so it reuses one connection; under ASGI each
+# request runs on a thread of its own (asgiref's per-request executor), so kept connections
+# pile up until PostgreSQL refuses more ("too many clients": 500s at 100 req/s with two ASGI
+# workers, bench/web_bench.py). webapp/asgi.py sets WATTLEASE_ASGI=1: one per request there.
+ASGI_SERVER = env_bool("WATTLEASE_ASGI", False)
+DB_CONN_MAX_AGE_S = 0 if ASGI_SERVER else 60
 DATABASES = {
     "default": database_from_url(
-        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'wattlease.sqlite3'}"), BASE_DIR
+        env_str("DATABASE_URL", f"sqlite:///{DATA_DIR / 'wattlease.sqlite3'}"),
+        BASE_DIR,
+        DB_CONN_MAX_AGE_S,
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -121,7 +130,7 @@ else:
 # REDIS_URL is set, per process otherwise.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        {"BACKEND": "webapp.core.cache.RedisCache", "LOCATION": REDIS_URL}
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )

@@ -1,10 +1,10 @@
 """The OpenAPI schema: every operation lists the errors it can answer, in one place.
 
-DRF answers errors in two shapes: `{"detail": "..."}` (authentication, permission, not
-found, conflict, throttling) and `{"field": ["message", ...]}` for a request that fails
-validation. Which of them an operation can return follows from the view: authenticated
+Every error has the API's one shape (webapp/core/api/errors.py): `{"detail": "...", "code":
+"...", "fields": {...}}`, `fields` only for input that failed validation. Which errors an
+operation can return follows from the view: authenticated
 views can answer 401, writes 403 (a read-only key), paths with an id 404, requests with a
-body or query filters 400, throttled views 429.
+body or query parameters 400, throttled views 429.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
 from webapp.tenancy.authentication import HasTenantScope
@@ -21,16 +21,18 @@ from webapp.tenancy.authentication import HasTenantScope
 API_PREFIX = "/api/v1/"
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
+# The API's one error format (webapp/core/api/errors.py), for every error status.
 ERROR = inline_serializer(
-    name="Error", fields={"detail": serializers.CharField(help_text="what went wrong")}
-)
-VALIDATION_ERROR = inline_serializer(
-    name="ValidationError",
+    name="Error",
     fields={
-        "field_name": serializers.ListField(
-            child=serializers.CharField(),
-            help_text="each rejected field (or non_field_errors) with its messages",
-        )
+        "detail": serializers.CharField(help_text="what went wrong, one readable sentence"),
+        "code": serializers.CharField(help_text="a stable code (e.g. invalid, not_found)"),
+        "fields": serializers.DictField(
+            child=serializers.ListField(child=serializers.CharField()),
+            required=False,
+            help_text="input that failed validation only: each rejected field (or "
+            "non_field_errors) with its messages",
+        ),
     },
 )
 ERROR_DESCRIPTIONS = {
@@ -57,16 +59,25 @@ class ErrorsAutoSchema(AutoSchema):
         if getattr(view, "authentication_classes", None):
             codes[401] = ERROR
         if self.method in UNSAFE_METHODS:
-            codes[400] = VALIDATION_ERROR
+            codes[400] = ERROR
             if HasTenantScope in getattr(view, "permission_classes", ()):
                 codes[403] = ERROR
         if "{" in self.path:
             codes[404] = ERROR
-        if self.method == "GET" and self._get_filter_parameters():
-            codes[400] = VALIDATION_ERROR
+        if self.method == "GET" and (self._get_filter_parameters() or self._query_parameters()):
+            codes[400] = ERROR
         if getattr(view, "throttle_classes", None):
             codes[429] = ERROR
         return codes
+
+    def _query_parameters(self) -> list[OpenApiParameter]:
+        """The query parameters an operation declares itself (`extend_schema(parameters=)`):
+        a value it cannot read is a 400, as for a filter."""
+        return [
+            p
+            for p in self.get_override_parameters()
+            if isinstance(p, OpenApiParameter) and p.location == OpenApiParameter.QUERY
+        ]
 
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)

@@ -4,12 +4,13 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
+from webapp.core.api.serializers import FastReadSerializer
 from webapp.fleet.models import Generation
 from webapp.leasing.actions import MAX_GPUS_PER_LEASE, MAX_LEASE_HOURS
 from webapp.leasing.models import PRECISIONS, Lease, Settlement
 
 
-class SettlementSerializer(serializers.ModelSerializer):
+class SettlementSerializer(FastReadSerializer):
     class Meta:
         model = Settlement
         fields = [
@@ -32,7 +33,7 @@ class SettlementSerializer(serializers.ModelSerializer):
         ]
 
 
-class LeaseSerializer(serializers.ModelSerializer):
+class LeaseSerializer(FastReadSerializer):
     gpus = serializers.SlugRelatedField(many=True, read_only=True, slug_field="uuid")
     settlements = SettlementSerializer(many=True, read_only=True)
 

@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+import django_filters
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core.api.serializers import prefetched
 from webapp.core.openapi import ERROR
 from webapp.leasing import actions, bills, scheduling, states
 from webapp.leasing.api.serializers import (
@@ -36,14 +38,23 @@ class PricePreviewView(APIView):
         return Response(scheduling.preview(**form.validated_data))
 
 
+class LeaseFilter(django_filters.FilterSet):
+    """Declared once: `filterset_fields` would make django-filter build this class anew on
+    every request."""
+
+    class Meta:
+        model = Lease
+        fields = ["state", "precision"]
+
+
 class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """A tenant's leases: list, read, request, end and cancel."""
 
     serializer_class = LeaseSerializer
-    filterset_fields = ["state", "precision"]
+    filterset_class = LeaseFilter
 
     def get_queryset(self):
-        base = Lease.objects.prefetch_related("gpus", "settlements")
+        base = Lease.objects.prefetch_related(prefetched("gpus"), prefetched("settlements"))
         return restrict_to_tenant(base, self.request.user)
 
     def _actor(self) -> str:
@@ -110,11 +121,15 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         `python -m ledger verify-receipt FILE --trust ROOTS`."""
         try:
             return Response(lease_receipt(self.get_object()))
-        except ReceiptUnavailable as exc:
-            return Response({"detail": exc.detail}, status=exc.status)
+        except ReceiptUnavailable as exc:  # answered in the API's one error format
+            error = APIException(exc.detail, code="receipt.unavailable")
+            error.status_code = exc.status
+            raise error from None
 
     @extend_schema(
-        parameters=[OpenApiParameter("seq", int, description="the bill line's number")],
+        parameters=[
+            OpenApiParameter("seq", int, required=True, description="the bill line's number")
+        ],
         responses={(200, "text/csv"): str},
     )
     @action(detail=True, methods=["get"])
