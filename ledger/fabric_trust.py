@@ -57,6 +57,10 @@ class IdentityDefect(ValueError):
     """An identity or signature failed a check; the message says which."""
 
 
+class CertificateDefect(ValueError):
+    """Certificate bytes the verifier cannot read; the message names the field."""
+
+
 @dataclass(frozen=True)
 class TrustRoots:
     channel: str | None = None
@@ -65,12 +69,36 @@ class TrustRoots:
     orgs: dict[str, list[x509.Certificate]] = field(default_factory=dict)
 
 
+def read_certificate(pem: bytes) -> x509.Certificate:
+    """A certificate whose names the verifier reads all parse, or CertificateDefect naming the
+    field. `cryptography` parses names lazily and answers a name attribute whose value has an
+    ASN.1 tag it has no string type for with a bare KeyError (CI's fuzz test met one in a
+    mutated block's orderer identity), and an unknown X.509 version with InvalidVersion,
+    which is no ValueError: both are read here, once, and named."""
+    try:
+        cert = x509.load_pem_x509_certificate(pem)
+    except x509.InvalidVersion as exc:
+        raise CertificateDefect(f"not an X.509 v1 or v3 certificate ({exc})") from None
+    except ValueError as exc:
+        raise CertificateDefect(f"not a PEM certificate ({exc})") from None
+    for part in ("subject", "issuer"):
+        try:
+            getattr(cert, part).rfc4514_string()
+        except KeyError as exc:
+            raise CertificateDefect(
+                f"{part}: an attribute value has ASN.1 tag {exc.args[0]}, not a string type"
+            ) from None
+        except ValueError as exc:
+            raise CertificateDefect(f"{part}: {exc}") from None
+    return cert
+
+
 def _load_cert(pem: str, where: str) -> x509.Certificate:
     try:
-        cert = x509.load_pem_x509_certificate(pem.encode())
-        subject = cert.subject.rfc4514_string()
-    except ValueError as exc:
-        raise RootsError(f"{where}: not a PEM certificate ({exc})") from None
+        cert = read_certificate(pem.encode())
+    except CertificateDefect as exc:
+        raise RootsError(f"{where}: {exc}") from None
+    subject = cert.subject.rfc4514_string()
     constraints = _basic_constraints(cert)
     if constraints is None or not constraints.ca:
         raise RootsError(f"{where}: {subject} is not a CA certificate")
@@ -184,8 +212,8 @@ def _identity(
         raise IdentityDefect(f"identity of {msp_id!r}: certificate over {MAX_CERT_BYTES} bytes")
     try:
         cert = _load_pem(bytes(ident.id_bytes))
-    except ValueError:
-        raise IdentityDefect(f"identity of {msp_id!r}: not a PEM certificate") from None
+    except CertificateDefect as exc:
+        raise IdentityDefect(f"identity of {msp_id!r}: {exc}") from None
     anchors = roots.get(msp_id)
     if not anchors:
         raise IdentityDefect(f"identity of MSP {msp_id!r}: no trust root given for that MSP")
@@ -207,7 +235,7 @@ def clear_cert_caches() -> None:
 
 @functools.lru_cache(maxsize=CERT_CACHE_SIZE)
 def _load_pem(pem: bytes) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(pem)
+    return read_certificate(pem)
 
 
 @functools.lru_cache(maxsize=CERT_CACHE_SIZE)
