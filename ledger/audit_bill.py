@@ -4,12 +4,15 @@ alone, with trust anchors the auditor brings.
 For each line of the bill (the `GET /api/bills/` document) the auditor needs the receipt of
 its lease (`DIR/<lease>.json`, as `GET /api/leases/<id>/receipt/` or `python -m ledger
 receipt` writes it). A line holds when:
-- the receipt's channel names exactly the organisation CAs the auditor trusts (`--trust`,
-  read by ledger.genesis.load_roots): a receipt from a channel the auditor did not name
-  fails, however well it is signed;
-- the receipt verifies (hash chain, block data hashes, creator and endorsement signatures
-  against those roots and the channel's policy: ledger.receipt);
-- the transaction the line names is a valid Settle in the receipt, for this lease and
+- the receipt verifies against the trust anchors the auditor names (`--trust`), by the
+  verifier of its backend (ledger.receipt_trust): an embedded ledger's receipt when its
+  channel names exactly the organisation CAs trusted (hash chain, block data hashes, creator
+  and endorsement signatures against the channel's policy: ledger.receipt); a Fabric
+  channel's when its blocks are signed by a trusted orderer and every transaction is endorsed
+  by a peer of every trusted organisation, on the channel the roots file names
+  (ledger.fabric_receipt). A receipt from a channel the auditor did not name fails, however
+  well it is signed;
+- the transaction the line names is a Settle the block marks VALID, for this lease and
   interval, whose written line re-derives from the lease terms written beside it
   (ledger.money, the contract's own arithmetic);
 - every figure of the bill line equals the ledger's;
@@ -27,9 +30,8 @@ from typing import Any
 
 from ledger import readings as telemetry
 from ledger.contract_state import SETTLEMENT
-from ledger.engine.tx import VALID, decode_envelope
-from ledger.genesis import load_roots
-from ledger.receipt import check_settlement, load_receipt, verify_receipt
+from ledger.receipt import check_settlement, load_receipt
+from ledger.receipt_trust import TrustAnchors, TrustError, load_trust, transaction
 
 # bill line field -> the ledger's settlement record field
 COMPARED = {
@@ -64,10 +66,10 @@ class LineVerdict:
         return f"{head} OK" if self.ok else f"{head} FAIL: " + "; ".join(self.reasons)
 
 
-def load_trust(path: Path) -> dict[str, bytes]:
-    """The auditor's trust anchors (ledger.genesis.load_roots), or UnusableInput."""
+def trust_anchors(path: Path) -> TrustAnchors:
+    """The auditor's trust anchors (ledger.receipt_trust), or UnusableInput."""
     try:
-        return load_roots(path)
+        return load_trust(path)
     except (OSError, ValueError) as exc:
         raise UnusableInput(f"--trust {path}: {exc}") from None
 
@@ -84,8 +86,8 @@ def load_bill(path: Path) -> list[dict[str, Any]]:
 
 
 class Auditor:
-    def __init__(self, receipts: Path, roots: dict[str, bytes], readings: Path | None) -> None:
-        self.receipts, self.roots, self.readings = receipts, roots, readings
+    def __init__(self, receipts: Path, trust: TrustAnchors, readings: Path | None) -> None:
+        self.receipts, self.trust, self.readings = receipts, trust, readings
         self._checked: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
 
     def receipt(self, lease: str) -> tuple[dict[str, Any] | None, list[str]]:
@@ -97,7 +99,10 @@ class Auditor:
             except (OSError, ValueError) as exc:
                 self._checked[lease] = (None, [f"no usable receipt {path.name}: {exc}"])
             else:
-                problems = verify_receipt(receipt, self.roots)
+                try:
+                    problems = self.trust.verify(receipt)
+                except TrustError as exc:
+                    problems = [str(exc)]
                 self._checked[lease] = (receipt, problems)
         return self._checked[lease]
 
@@ -141,24 +146,22 @@ def _settlement(
     receipt: dict[str, Any], verdict: LineVerdict, tx_id: Any
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The settlement record the line's transaction wrote, re-derived from its terms."""
-    for entry in receipt["transactions"]:
-        if entry["tx_id"] != tx_id:
-            continue
-        tx = decode_envelope(entry["envelope"].encode())
-        where = f"tx {tx_id}"
-        if entry["code"] != VALID or tx.proposal["fn"] != "Settle":
-            return None, [f"{where} is not a valid Settle"]
-        prefix = f"\x00{SETTLEMENT}\x00"
-        records = [json.loads(v) for k, v in tx.rwset.writes.items() if k.startswith(prefix) and v]
-        if len(records) != 1:
-            return None, [f"{where} wrote no single bill line"]
-        record = records[0]
-        if (record["lease_id"], record["interval_seq"]) != (verdict.lease, verdict.seq):
-            return None, [
-                f"{where} settled {record['lease_id']} line {record['interval_seq']}, not this one"
-            ]
-        return record, check_settlement(where, tx.rwset.writes)
-    return None, [f"the receipt has no transaction {tx_id!r}"]
+    tx = transaction(receipt, tx_id) if isinstance(tx_id, str) else None
+    if tx is None:
+        return None, [f"the receipt has no transaction {tx_id!r}"]
+    where = f"tx {tx_id}"
+    if not tx.valid or tx.fn != "Settle":
+        return None, [f"{where} is not a valid Settle"]
+    prefix = f"\x00{SETTLEMENT}\x00"
+    records = [json.loads(v) for k, v in tx.writes.items() if k.startswith(prefix) and v]
+    if len(records) != 1:
+        return None, [f"{where} wrote no single bill line"]
+    record = records[0]
+    if (record["lease_id"], record["interval_seq"]) != (verdict.lease, verdict.seq):
+        return None, [
+            f"{where} settled {record['lease_id']} line {record['interval_seq']}, not this one"
+        ]
+    return record, check_settlement(where, tx.writes)
 
 
 def audit_bill(
@@ -168,5 +171,5 @@ def audit_bill(
     lines = load_bill(bill)
     if not receipts.is_dir():
         raise UnusableInput(f"--receipts {receipts} is not a directory")
-    auditor = Auditor(receipts, load_trust(trust), readings)
+    auditor = Auditor(receipts, trust_anchors(trust), readings)
     return [auditor.line(item) for item in lines]
