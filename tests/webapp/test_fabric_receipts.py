@@ -18,10 +18,14 @@ from chaincode_client.fabric_network.roots import roots_pem
 from ledger.__main__ import main as ledger_cli
 from ledger.fabric_block import parse_block, parse_endorser_tx
 from ledger.fabric_receipt import verify_fabric_receipt
+from scheduler.telemetry.sample import TelemetrySample
 from tests.fabric.network_fixture import new_chaincode
 from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
+from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
 from tests.webapp.helpers import line, place
+from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions
+from webapp.leasing.scheduling import settle_closed
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
@@ -118,6 +122,43 @@ def test_tenant_receipt_from_fabric_verifies_against_the_channel_roots(
     assert any("not issued by Org1MSP's trust root" in d for d in foreign), foreign
 
     assert outsider.client.get(f"/api/v1/leases/{lease.pk}/receipt/").status_code == 404
+
+
+def test_a_tenants_bill_from_fabric_audits_and_fails_on_any_edit(
+    fleet, owner, outsider, attested_node, ledger, fabric_network, tmp_path
+):
+    """Issue 11's end to end on the real network: a lease runs on two GPUs drawing 300 W,
+    ends and is settled from its stored readings; the tenant's bill, receipt and readings
+    come through the API and `audit-bill` holds with the channel's roots, then fails on the
+    line an edit touches."""
+    gpus = fleet.gpus[:2]
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
+    )
+    lease = place(lease, gpus, [attested_node])
+    actions.activate_lease(lease, actor=ACTOR)
+    start = lease.terms["start_ms"]
+    record_samples(  # two energy counter readings per GPU, 2 ms apart at 300 W
+        TelemetrySample(g.uuid, start + dt, 10**6 + dt * 300, 300_000, 90, 50, 60)
+        for g in gpus
+        for dt in (1, 3)
+    )
+    actions.end_lease(lease, actor=ACTOR)
+    assert settle_closed(actor=ACTOR) == 1
+    relay_all(ledger)
+
+    evidence = fetch_evidence(owner.client, tmp_path)
+    [billed] = evidence.bill["lines"]
+    assert (billed["lease"], billed["measured_energy_mj"]) == (str(lease.ledger_id), 2 * 600)
+    assert billed["evidence"]["validation_code"] == "VALID", billed["evidence"]
+    receipt = json.loads((evidence.receipts / f"{lease.ledger_id}.json").read_text())
+    assert receipt["format"] == "fabric/1"
+    roots = roots_pem(fabric_network.layout, ledger.chaincode)  # what the operator hands out
+    foreign = Channel().roots_pem().decode()  # a channel with CAs of its own
+    audit_holds_and_fails_on_each_edit(
+        tmp_path, evidence, roots, foreign, "no valid orderer signature"
+    )
+    assert outsider.client.get("/api/v1/bills/").json()["lines"] == []
 
 
 def test_receipt_of_a_lease_not_yet_on_the_channel_is_a_conflict(fleet, owner, ledger):
