@@ -24,6 +24,7 @@ receipt` writes it). A line holds when:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,13 @@ COMPARED = {
     "telemetry_digest": "telemetry_digest",
 }
 INTERVAL = (("start_ms", "start_ms"), ("end_ms", "end_ms"))
+
+
+# where the auditor gets a lease's receipt and a line's readings (canonical CSV rows): files
+# for the command line, the ledger and the database for the console; OSError or ValueError
+# when there is none
+ReceiptSource = Callable[[str], Any]
+ReadingsSource = Callable[[str, int], str]
 
 
 class UnusableInput(ValueError):
@@ -85,19 +93,32 @@ def load_bill(path: Path) -> list[dict[str, Any]]:
         raise UnusableInput(f"bill {path}: {exc}") from None
 
 
+def receipt_files(folder: Path) -> ReceiptSource:
+    """`DIR/<lease>.json`, as `GET /api/v1/leases/<id>/receipt/` gives it."""
+    return lambda lease: load_receipt(folder / f"{lease}.json")
+
+
+def readings_files(folder: Path) -> ReadingsSource:
+    """`DIR/<lease>/<seq>.csv`, as `GET /api/v1/leases/<id>/readings/?seq=N` gives it."""
+    return lambda lease, seq: (folder / lease / f"{seq}.csv").read_text()
+
+
 class Auditor:
-    def __init__(self, receipts: Path, trust: TrustAnchors, readings: Path | None) -> None:
+    """Verdicts on bill lines; receipts are verified once per lease."""
+
+    def __init__(
+        self, receipts: ReceiptSource, trust: TrustAnchors, readings: ReadingsSource | None
+    ) -> None:
         self.receipts, self.trust, self.readings = receipts, trust, readings
         self._checked: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
 
     def receipt(self, lease: str) -> tuple[dict[str, Any] | None, list[str]]:
         """The lease's receipt and what is wrong with it as a whole (cached per lease)."""
         if lease not in self._checked:
-            path = self.receipts / f"{lease}.json"
             try:
-                receipt = load_receipt(path)
+                receipt = self.receipts(lease)
             except (OSError, ValueError) as exc:
-                self._checked[lease] = (None, [f"no usable receipt {path.name}: {exc}"])
+                self._checked[lease] = (None, [f"no usable receipt of lease {lease}: {exc}"])
             else:
                 try:
                     problems = self.trust.verify(receipt)
@@ -127,11 +148,11 @@ class Auditor:
         return verdict
 
     def _readings(self, verdict: LineVerdict, record: dict[str, Any]) -> list[str]:
-        path = self.readings / verdict.lease / f"{verdict.seq}.csv" if self.readings else None
         try:
-            rows = telemetry.parse_rows(path.read_text()) if path else []
+            text = self.readings(verdict.lease, verdict.seq) if self.readings else ""
+            rows = telemetry.parse_rows(text)
         except (OSError, ValueError) as exc:
-            return [f"readings {path}: {exc}"]
+            return [f"readings of line {verdict.seq}: {exc}"]
         out = []
         digest, on_ledger = telemetry.interval_digest(rows), record["telemetry_digest"]
         if digest != on_ledger:
@@ -171,5 +192,9 @@ def audit_bill(
     lines = load_bill(bill)
     if not receipts.is_dir():
         raise UnusableInput(f"--receipts {receipts} is not a directory")
-    auditor = Auditor(receipts, trust_anchors(trust), readings)
+    auditor = Auditor(
+        receipt_files(receipts),
+        trust_anchors(trust),
+        readings_files(readings) if readings is not None else None,
+    )
     return [auditor.line(item) for item in lines]

@@ -129,6 +129,11 @@ CACHES = {
 
 LEDGER_BACKEND = env_choice("LEDGER_BACKEND", "embedded", ("embedded", "fabric"))
 LEDGER_PATH = Path(env_str("LEDGER_PATH", str(DATA_DIR / "ledger.sqlite3")))
+# The channel's trust roots the console's bill verdicts are computed with (the roots file an
+# auditor is handed: `python -m chaincode_client.fabric_network roots`). Empty: on the
+# embedded ledger, its organisations' CA certificates; on Fabric, the local network's when the
+# demo runs one, else the console says it cannot audit.
+LEDGER_TRUST_ROOTS = env_str("LEDGER_TRUST_ROOTS", "")
 TELEMETRY_SOURCE = env_choice("TELEMETRY_SOURCE", "replay", ("replay", "nvml"))
 # How often the server challenges each node for a fresh quote, and how long a good quote
 # keeps a node leasable when its PCR policy sets no age of its own.

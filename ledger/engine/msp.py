@@ -153,6 +153,13 @@ class OrgMaterial:
         return Identity.load(directory / "peer")
 
 
+def org_ca_certs(msp_dir: Path) -> dict[str, bytes]:
+    """Each organisation's CA certificate (PEM; never its key) from its own folder under
+    `msp_dir` (`<ledger>.msp/<MSPID>/ca/cert.pem`): the roots an auditor of this ledger gets
+    from the organisations, not from a receipt or the genesis block."""
+    return {org.name: (org / "ca" / "cert.pem").read_bytes() for org in sorted(msp_dir.iterdir())}
+
+
 class ChannelMsp:
     """Verifies that a certificate was issued by a channel organisation's CA and checks
     signatures with it. Certificates are checked once and cached by their PEM bytes."""

@@ -10,6 +10,7 @@ from typing import Any
 from chaincode_client.interface import LedgerClient
 from ledger import money
 from ledger.engine.core import msp_dir_for
+from ledger.engine.msp import org_ca_certs
 from ledger.terms import DEPLOYED as RATE_CARD
 
 DEFAULT_MAX_AGE_S = 600
@@ -179,8 +180,7 @@ def bill_line(request: dict[str, Any], tx_id: str) -> dict[str, Any]:
 def org_roots(ledger_path: Path) -> dict[str, bytes]:
     """Each organisation's CA certificate, read from that organisation's own key folder (as an
     auditor would get it from the organisation), not from a receipt or the genesis block."""
-    msp_dir = msp_dir_for(ledger_path)
-    return {org.name: (org / "ca" / "cert.pem").read_bytes() for org in sorted(msp_dir.iterdir())}
+    return org_ca_certs(msp_dir_for(ledger_path))
 
 
 def software_ak_b64() -> str:

@@ -18,17 +18,17 @@ from chaincode_client.fabric_network.roots import roots_pem
 from ledger.__main__ import main as ledger_cli
 from ledger.fabric_block import parse_block, parse_endorser_tx
 from ledger.fabric_receipt import verify_fabric_receipt
-from scheduler.telemetry.sample import TelemetrySample
 from tests.fabric.network_fixture import new_chaincode
 from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
+from tests.webapp import leases
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
-from tests.webapp.helpers import line, place
-from webapp.fleet.telemetry import record_samples
+from tests.webapp.helpers import console_login, line, place
 from webapp.leasing import actions
-from webapp.leasing.scheduling import settle_closed
+from webapp.leasing.models import Settlement
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
+from webapp.tenancy.models import Membership
 
 pytestmark = pytest.mark.fabric
 ACTOR = "test"
@@ -125,26 +125,14 @@ def test_tenant_receipt_from_fabric_verifies_against_the_channel_roots(
 
 
 def test_a_tenants_bill_from_fabric_audits_and_fails_on_any_edit(
-    fleet, owner, outsider, attested_node, ledger, fabric_network, tmp_path
+    fleet, owner, outsider, attested_node, ledger, fabric_network, tmp_path, settings
 ):
     """Issue 11's end to end on the real network: a lease runs on two GPUs drawing 300 W,
     ends and is settled from its stored readings; the tenant's bill, receipt and readings
     come through the API and `audit-bill` holds with the channel's roots, then fails on the
     line an edit touches."""
-    gpus = fleet.gpus[:2]
-    lease = actions.request_lease(
-        owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
-    )
-    lease = place(lease, gpus, [attested_node])
-    actions.activate_lease(lease, actor=ACTOR)
-    start = lease.terms["start_ms"]
-    record_samples(  # two energy counter readings per GPU, 2 ms apart at 300 W
-        TelemetrySample(g.uuid, start + dt, 10**6 + dt * 300, 300_000, 90, 50, 60)
-        for g in gpus
-        for dt in (1, 3)
-    )
-    actions.end_lease(lease, actor=ACTOR)
-    assert settle_closed(actor=ACTOR) == 1
+    placed = leases.placed(owner.tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR))
     relay_all(ledger)
 
     evidence = fetch_evidence(owner.client, tmp_path)
@@ -159,6 +147,18 @@ def test_a_tenants_bill_from_fabric_audits_and_fails_on_any_edit(
         tmp_path, evidence, roots, foreign, "no valid orderer signature"
     )
     assert outsider.client.get("/api/v1/bills/").json()["lines"] == []
+
+    # the console's verdict: the same auditor, run by the server with the channel's roots
+    (tmp_path / "channel-roots.pem").write_text(roots)
+    settings.LEDGER_TRUST_ROOTS = str(tmp_path / "channel-roots.pem")
+    console = console_login(owner.tenant, "ada", Membership.MEMBER, "not used").client
+    assert (
+        'class="verdict" data-verdict="verified"' in console.get("/console/bills/").content.decode()
+    )
+    stored = lease.settlements.get()
+    Settlement.objects.filter(pk=stored.pk).update(capacity_micro=stored.capacity_micro + 1)
+    page = console.get("/console/bills/").content.decode()
+    assert 'class="verdict" data-verdict="failed"' in page and "capacity_micro" in page
 
 
 def test_receipt_of_a_lease_not_yet_on_the_channel_is_a_conflict(fleet, owner, ledger):
