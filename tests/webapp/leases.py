@@ -31,11 +31,15 @@ def active(tenant: Tenant, gpus: Sequence[GPU]) -> Lease:
     return actions.activate_lease(placed(tenant, gpus), actor=ACTOR)
 
 
+def ended(lease: Lease) -> Lease:
+    actions.end_lease(lease, actor=ACTOR)
+    return Lease.objects.get(pk=lease.pk)
+
+
 def settled(lease: Lease, watts: int = 300) -> Lease:
     """End an active lease and settle it with one one-minute bill line, every GPU drawing
     `watts`: the line's amounts are the scheduler's, from the lease's terms."""
-    actions.end_lease(lease, actor=ACTOR)
-    lease = Lease.objects.get(pk=lease.pk)
+    lease = ended(lease)
     return actions.settle_lease(lease, [line(lease, watts=watts)], actor=ACTOR)
 
 

@@ -5,10 +5,11 @@ computed by the scheduler from stored telemetry. No pricing or settlement arithm
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,7 +19,7 @@ from scheduler import api as scheduler
 from scheduler.catalogue import load_catalogue
 from webapp.attestation.models import Attestation
 from webapp.fleet.models import GPU, Node, Site
-from webapp.fleet.telemetry import latest_by_gpu, samples_between
+from webapp.fleet.telemetry import latest_by_gpu, reported_through, samples_between
 from webapp.leasing import actions, states
 from webapp.leasing.entitlements import effective_priority
 from webapp.leasing.models import Lease
@@ -278,11 +279,24 @@ def settle_closed(*, actor: str) -> int:
                 lease = closing.select_for_update(skip_locked=True).filter(pk=lease_id).first()
                 if lease is None:
                     continue  # settled meanwhile, or another worker holds it
+                if not _telemetry_in(lease):
+                    continue  # a later pass settles it on all of its readings
                 actions.settle_lease(lease, [settlement_of(lease, final=True)], actor=actor)
             done += 1
         except Exception:
             log.exception("could not settle lease %s", lease_id)
     return done
+
+
+def _telemetry_in(lease: Lease) -> bool:
+    """Whether the readings of the lease's GPUs up to its end have all been stored, so its
+    line is measured (and its readings served, webapp.leasing.bills) on the same samples;
+    after TELEMETRY_SETTLE_WAIT_S it is settled on what arrived (a GPU whose telemetry
+    stopped, on a failed node, would keep it from ever being billed)."""
+    assert lease.ended is not None
+    waited = timezone.now() - lease.ended >= timedelta(seconds=settings.TELEMETRY_SETTLE_WAIT_S)
+    end_ms = int(lease.ended.timestamp() * 1000)
+    return waited or reported_through(list(lease.gpus.all()), end_ms)
 
 
 def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
