@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 from fabric_protos.msp import identities_pb2
 
+from ledger.certs import CertificateDefect, read_certificate
 from ledger.fabric_block import BlockFormatError, parse
 
 MAX_ROOTS_BYTES = 1024 * 1024
@@ -57,40 +58,12 @@ class IdentityDefect(ValueError):
     """An identity or signature failed a check; the message says which."""
 
 
-class CertificateDefect(ValueError):
-    """Certificate bytes the verifier cannot read; the message names the field."""
-
-
 @dataclass(frozen=True)
 class TrustRoots:
     channel: str | None = None
     chaincode: str | None = None
     orderers: dict[str, list[x509.Certificate]] = field(default_factory=dict)
     orgs: dict[str, list[x509.Certificate]] = field(default_factory=dict)
-
-
-def read_certificate(pem: bytes) -> x509.Certificate:
-    """A certificate whose names the verifier reads all parse, or CertificateDefect naming the
-    field. `cryptography` parses names lazily and answers a name attribute whose value has an
-    ASN.1 tag it has no string type for with a bare KeyError (CI's fuzz test met one in a
-    mutated block's orderer identity), and an unknown X.509 version with InvalidVersion,
-    which is no ValueError: both are read here, once, and named."""
-    try:
-        cert = x509.load_pem_x509_certificate(pem)
-    except x509.InvalidVersion as exc:
-        raise CertificateDefect(f"not an X.509 v1 or v3 certificate ({exc})") from None
-    except ValueError as exc:
-        raise CertificateDefect(f"not a PEM certificate ({exc})") from None
-    for part in ("subject", "issuer"):
-        try:
-            getattr(cert, part).rfc4514_string()
-        except KeyError as exc:
-            raise CertificateDefect(
-                f"{part}: an attribute value has ASN.1 tag {exc.args[0]}, not a string type"
-            ) from None
-        except ValueError as exc:
-            raise CertificateDefect(f"{part}: {exc}") from None
-    return cert
 
 
 def _load_cert(pem: str, where: str) -> x509.Certificate:

@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import base64
 import re
-from contextlib import suppress
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from chaincode_client.fabric.identity import Identity
 from ledger.fabric_trust import (
-    PEM_BEGIN,
-    PEM_END,
-    CertificateDefect,
     IdentityDefect,
     RootsError,
     format_roots,
     identity,
     parse_roots,
-    read_certificate,
 )
 from tests.ledger.fabric_chain import Org
+from tests.ledger.test_certs import der_to_pem, peer_der
 
 
 @pytest.fixture(scope="module")
@@ -80,18 +71,6 @@ def test_refuses_a_root_that_is_not_a_ca(cas):
         parse_roots(text.encode())
 
 
-def der_to_pem(der: bytes) -> bytes:
-    body = base64.encodebytes(der).decode().replace("\n", "")
-    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
-    return "\n".join([PEM_BEGIN, *lines, PEM_END, ""]).encode()
-
-
-def peer_der(cas: dict[str, Org]) -> bytes:
-    identity, _ = cas["Org1MSP"].member("peer")
-    cert = x509.load_pem_x509_certificate(identity.cert_pem)
-    return cert.public_bytes(serialization.Encoding.DER)
-
-
 def test_names_a_subject_value_of_an_asn1_type_no_name_uses(cas):
     """CI's fuzz test: a mutated orderer identity whose subject's OU value had tag 76 made
     `cryptography` raise a bare KeyError out of the verifier."""
@@ -104,28 +83,3 @@ def test_names_a_subject_value_of_an_asn1_type_no_name_uses(cas):
         IdentityDefect, match=re.escape("subject: an attribute value has ASN.1 tag 76")
     ):
         identity(serialized, roots)
-
-
-def test_names_a_certificate_of_an_unknown_x509_version(cas):
-    der = peer_der(cas)
-    at = der.index(b"\xa0\x03\x02\x01\x02")  # [0] EXPLICIT INTEGER 2 (v3)
-    forged = der[: at + 4] + b"\x07" + der[at + 5 :]
-    with pytest.raises(CertificateDefect, match=re.escape("not an X.509 v1 or v3 certificate")):
-        read_certificate(der_to_pem(forged))
-
-
-@settings(
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
-@given(
-    edits=st.lists(st.tuples(st.integers(0, 2**12), st.integers(0, 255)), min_size=1, max_size=4)
-)
-def test_a_mutated_certificate_raises_only_a_certificate_defect(cas, edits):
-    der = bytearray(peer_der(cas))
-    for position, value in edits:
-        der[position % len(der)] = value
-    with suppress(CertificateDefect):
-        cert = read_certificate(der_to_pem(bytes(der)))
-        assert cert.subject.rfc4514_string() and cert.issuer.rfc4514_string()
