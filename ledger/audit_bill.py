@@ -24,6 +24,7 @@ receipt` writes it). A line holds when:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,8 @@ COMPARED = {
     "telemetry_digest": "telemetry_digest",
 }
 INTERVAL = (("start_ms", "start_ms"), ("end_ms", "end_ms"))
+# a lease's ledger id, as a file name of the receipts folder too (never a path)
+LEASE_ID = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,127}")
 
 
 # where the auditor gets a lease's receipt and a line's readings (canonical CSV rows): files
@@ -127,17 +130,34 @@ class Auditor:
                 self._checked[lease] = (receipt, problems)
         return self._checked[lease]
 
-    def line(self, item: dict[str, Any]) -> LineVerdict:
-        verdict = LineVerdict(str(item.get("lease")), int(item.get("seq", -1)))
+    def line(self, item: Any) -> LineVerdict:
+        shaped = item if isinstance(item, dict) else {}
+        lease, seq = shaped.get("lease"), shaped.get("seq")
+        well_formed = (
+            isinstance(lease, str)
+            and LEASE_ID.fullmatch(lease) is not None
+            and isinstance(seq, int)
+            and not isinstance(seq, bool)
+            and seq >= 0
+            and isinstance(shaped.get("evidence"), dict)
+            and isinstance(shaped.get("interval"), dict)
+        )
+        verdict = LineVerdict(str(lease), seq if isinstance(seq, int) else -1)
+        if not well_formed:
+            verdict.reasons.append(
+                "not a bill line: it needs lease (a ledger id), seq (an integer >= 0), "
+                "interval and evidence (objects)"
+            )
+            return verdict
         receipt, problems = self.receipt(verdict.lease)
         verdict.reasons.extend(problems)
         if receipt is None or problems:
             return verdict
-        record, found = _settlement(receipt, verdict, (item.get("evidence") or {}).get("tx_id"))
+        record, found = _settlement(receipt, verdict, item["evidence"].get("tx_id"))
         verdict.reasons.extend(found)
         if record is None:
             return verdict
-        interval = item.get("interval") or {}
+        interval = item["interval"]
         view = {**item, "start_ms": interval.get("start_ms"), "end_ms": interval.get("end_ms")}
         for name, ledger_name in (*COMPARED.items(), *INTERVAL):
             mine, theirs = view.get(name), record.get(ledger_name)

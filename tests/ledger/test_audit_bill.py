@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ledger.__main__ import main
 from ledger.audit_bill import audit_bill
@@ -90,3 +92,36 @@ def test_roots_without_an_orderer_cannot_check_a_fabric_receipt(story, tmp_path)
     assert (
         "a Fabric receipt needs the channel's roots file, orderers included" in verdict.reasons[0]
     )
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8) | st.floats(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    field=st.sampled_from(["lease", "seq", "interval", "evidence", "total_micro", "final", None]),
+    value=json_values,
+)
+def test_any_json_in_a_bill_line_gives_a_verdict_never_a_crash(
+    story, tmp_path_factory, field, value
+):
+    line = bill_line(settle_request(), settle_tx(story))
+    item = value if field is None else {**line, field: value}
+    folder = tmp_path_factory.mktemp("bill")
+    [verdict] = audit_bill(*write(folder, story, item, story.roots))
+    assert all(isinstance(r, str) for r in verdict.reasons)
+    if field in ("lease", "seq", "interval", "evidence") and value != line[field]:
+        assert not verdict.ok
+
+
+def test_a_lease_id_that_is_a_path_is_not_a_bill_line(story, tmp_path):
+    line = {**bill_line(settle_request(), settle_tx(story)), "lease": "../receipts/lease-1"}
+    [verdict] = audit_bill(*write(tmp_path, story, line, story.roots))
+    assert verdict.reasons == [
+        "not a bill line: it needs lease (a ledger id), seq (an integer >= 0), interval and "
+        "evidence (objects)"
+    ]
