@@ -219,3 +219,46 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
         _roots(tmp_path / "other.sqlite"),
         "is not the one you trust",
     )
+
+
+def test_a_move_waits_for_the_telemetry_of_the_interval_it_settles(
+    fleet, tenant, agent, api, owner, ledger, h100_node, settings
+):
+    """The line settled at a move is measured on all of its readings: the move waits (at
+    most MIGRATE_TELEMETRY_WAIT_S) until every old GPU has reported past the move."""
+    import time
+
+    from scheduler.telemetry.sample import TelemetrySample as Sample
+    from webapp.fleet.telemetry import record_samples
+    from webapp.leasing.scheduling import MIGRATE_TELEMETRY_WAIT_S
+
+    settings.TELEMETRY_SETTLE_WAIT_S = 60
+    ak = enrol(agent, api)
+    set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
+    assert attest_once(agent, api, ak)["valid"]
+    relay_once(ledger)
+    moves = []
+    for hours in ("2", "3"):
+        lease = actions.request_lease(
+            owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(hours), actor=ACTOR
+        )
+        place_requested(actor=ACTOR)
+        relay_once(ledger)
+        lease.refresh_from_db()
+        gpus = list(lease.gpus.all())
+        if moves:  # this time its GPUs have already reported beyond the move
+            far = int(time.time() * 1000) + 3_600_000
+            record_samples(Sample(g.uuid, far, 10**6, 300_000, 90, 50, 60) for g in gpus)
+        target = (
+            "A100-SXM4-80GB"
+            if gpus[0].generation.catalogue_id != "A100-SXM4-80GB"
+            else ("H100-SXM5-80GB")
+        )
+        started = time.monotonic()
+        moved = owner.client.post(
+            f"/api/v1/leases/{lease.pk}/migrate/", {"generation": target}, format="json"
+        )
+        moves.append(time.monotonic() - started)
+        assert moved.status_code == 200, moved.content
+    assert moves[0] >= MIGRATE_TELEMETRY_WAIT_S  # nothing past the move came: it waited, then moved
+    assert moves[1] < 1, moves

@@ -5,6 +5,7 @@ computed by the scheduler from stored telemetry. No pricing or settlement arithm
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -27,6 +28,10 @@ from webapp.leasing.models import Lease
 log = logging.getLogger(__name__)
 
 PREVIEW_JOB_ID = "preview"
+# A move answers within this: telemetry batches land within seconds (the demo flushes every
+# 2 s); a GPU whose telemetry stopped is settled on what arrived, as at the end of a lease.
+MIGRATE_TELEMETRY_WAIT_S = 5
+TELEMETRY_POLL_S = 0.25
 LOADED_UTIL_PCT = 50  # only a reading under load tells what the GPU draws when working
 
 
@@ -299,6 +304,15 @@ def _telemetry_in(lease: Lease) -> bool:
     return waited or reported_through(list(lease.gpus.all()), end_ms)
 
 
+def _await_telemetry(gpus: list[GPU], t_ms: int) -> None:
+    """Wait (at most MIGRATE_TELEMETRY_WAIT_S, and never longer than TELEMETRY_SETTLE_WAIT_S)
+    for the batch of telemetry that holds `t_ms` on every one of `gpus`: the interval settled
+    before a move is then measured on all of its readings, as a final line is."""
+    deadline = time.monotonic() + min(settings.TELEMETRY_SETTLE_WAIT_S, MIGRATE_TELEMETRY_WAIT_S)
+    while not reported_through(gpus, t_ms) and time.monotonic() < deadline:
+        time.sleep(TELEMETRY_POLL_S)
+
+
 def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     """Move an active lease to free, attested GPUs of `generation`, chosen and priced by the
     scheduler for the work that is left; the interval so far is settled at the old terms."""
@@ -328,6 +342,7 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     placement = plan.placements[0]
     gpus = list(GPU.objects.filter(uuid__in=placement.gpus))
     now = timezone.now()
+    _await_telemetry(list(lease.gpus.all()), int(now.timestamp() * 1000))
     return actions.migrate_lease(
         lease,
         gpus,
