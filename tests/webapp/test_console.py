@@ -332,3 +332,13 @@ def test_the_files_of_the_audit_download_as_the_api_serves_them(
     assert [v.ok for v in verdict] == [True], verdict
     assert client.get("/console/bills/2026-13.json").status_code == 400
     assert client.get(f"/console/leases/{lease.pk}/readings/1.csv").status_code == 404
+
+
+def test_a_line_whose_receipt_the_ledger_cannot_give_is_unchecked_not_failed(
+    owner_login, fleet, ledger
+):
+    lease = leases.settled(leases.active(owner_login.membership.tenant, fleet.gpus[:1]))
+    Settlement.objects.filter(lease=lease).update(ledger_tx="ab" * 32)  # the relay's word only
+    page = owner_login.client.get("/console/bills/").content.decode()
+    assert verdicts(page) == ["unchecked"]
+    assert f"not checked: lease {lease.pk} is not on the ledger yet" in page

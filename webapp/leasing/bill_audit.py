@@ -60,29 +60,34 @@ def add_verdicts(lines: list[dict[str, Any]]) -> None:
     if not committed:
         return
     try:
-        auditor = Auditor(_receipts(committed), trust_anchors(), _readings)
+        trust = trust_anchors()
     except TrustUnavailable as exc:
         for line in committed:
             line["verdict"] = {"status": UNCHECKED, "reasons": [str(exc)]}
         return
+    receipts, unavailable = _receipts(committed)
+    auditor = Auditor(receipts.__getitem__, trust, _readings)
     for line in committed:
-        line["verdict"] = _shown(auditor.line(line))
+        if line["lease"] in unavailable:  # not a verdict on the line: the ledger did not answer
+            line["verdict"] = {"status": UNCHECKED, "reasons": [unavailable[line["lease"]]]}
+        else:
+            line["verdict"] = _shown(auditor.line(line))
 
 
 def _shown(verdict: LineVerdict) -> dict[str, Any]:
     return {"status": VERIFIED if verdict.ok else FAILED, "reasons": verdict.reasons}
 
 
-def _receipts(lines: list[dict[str, Any]]):  # type: ignore[no-untyped-def]
-    by_ledger_id = {line["lease"]: line["lease_pk"] for line in lines}
-
-    def receipt(ledger_id: str) -> dict[str, Any]:
+def _receipts(lines: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each line's lease's receipt, as the tenant downloads it, by ledger id; and why there is
+    none for a lease whose receipt the ledger cannot give now."""
+    receipts, unavailable = {}, {}
+    for ledger_id, pk in {line["lease"]: line["lease_pk"] for line in lines}.items():
         try:
-            return lease_receipt(Lease.objects.get(pk=by_ledger_id[ledger_id]))
+            receipts[ledger_id] = lease_receipt(Lease.objects.get(pk=pk))
         except ReceiptUnavailable as exc:
-            raise ValueError(exc.detail) from None
-
-    return receipt
+            unavailable[ledger_id] = f"not checked: {exc.detail}"
+    return receipts, unavailable
 
 
 def _readings(ledger_id: str, seq: int) -> str:
