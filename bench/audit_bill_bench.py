@@ -25,7 +25,7 @@ from chaincode_client.embedded import EmbeddedClient
 from ledger.audit_bill import audit_bill
 from ledger.engine import EmbeddedLedger
 from ledger.receipt import export_receipt, export_roots
-from tests.ledger.helpers import lease_request, lease_terms, now_ms, settle_request
+from tests.ledger.helpers import bill_line, lease_request, lease_terms, now_ms, settle_request
 
 
 def _fn(entry: dict) -> str:
@@ -60,18 +60,7 @@ def build(args: argparse.Namespace, workdir: Path) -> tuple[dict, Path, Path]:
         receipt = export_receipt(path, f"L-{uuid}")
         (receipts / f"L-{uuid}.json").write_text(json.dumps(receipt))
         tx_id = next(t["tx_id"] for t in receipt["transactions"] if _fn(t) == "Settle")
-        line = lines[uuid]
-        bill_lines.append(
-            {
-                **{k: v for k, v in line.items() if k.endswith("_micro") or k == "final"},
-                "lease": line["lease_id"],
-                "seq": 0,
-                "interval": {"start_ms": line["start_ms"], "end_ms": line["end_ms"]},
-                "measured_energy_mj": line["measured_mj"],
-                "telemetry_digest": line["telemetry_digest"],
-                "evidence": {"tx_id": tx_id},
-            }
-        )
+        bill_lines.append(bill_line(lines[uuid], tx_id))
     bill = workdir / "bill.json"
     bill.write_text(json.dumps({"lines": bill_lines}))
     roots = workdir / "roots"

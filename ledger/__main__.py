@@ -13,10 +13,9 @@ from pathlib import Path
 
 from ledger.audit import verify_ledger
 from ledger.audit_bill import UnusableInput, audit_bill
-from ledger.fabric_receipt import FORMAT as FABRIC_FORMAT
-from ledger.fabric_receipt import verify_fabric_receipt
 from ledger.genesis import load_roots
-from ledger.receipt import export_receipt, export_roots, load_receipt, verify_receipt
+from ledger.receipt import export_receipt, export_roots, load_receipt
+from ledger.receipt_trust import TrustError, load_trust
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,35 +95,21 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    trusted: dict[str, bytes] | None = None
-    if ns.trust.is_dir():  # a folder of <MSPID>.pem serves embedded receipts only
-        try:
-            trusted = load_roots(ns.trust)
-        except (OSError, ValueError) as exc:
-            print(f"error: --trust: {exc}", file=sys.stderr)
-            return 2
+    try:
+        trust = load_trust(ns.trust)
+    except (OSError, ValueError) as exc:
+        print(f"error: --trust: {exc}", file=sys.stderr)
+        return 2
     try:
         doc = load_receipt(ns.file)
     except (OSError, ValueError) as exc:
         print(f"error: {ns.file}: {exc}", file=sys.stderr)
         return 2
-    if isinstance(doc, dict) and doc.get("format") == FABRIC_FORMAT:
-        try:
-            problems = verify_fabric_receipt(doc, ns.trust.read_bytes())
-        except OSError as exc:
-            print(
-                f"error: --trust: {exc} (a Fabric receipt needs the channel's roots file)",
-                file=sys.stderr,
-            )
-            return 2
-    else:
-        if trusted is None:
-            try:
-                trusted = load_roots(ns.trust)
-            except (OSError, ValueError) as exc:
-                print(f"error: --trust: {exc}", file=sys.stderr)
-                return 2
-        problems = verify_receipt(doc, trusted)
+    try:
+        problems = trust.verify(doc)
+    except TrustError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for problem in problems:
         print(f"DEFECT {problem}")
     print("OK" if not problems else f"FAILED: {len(problems)} defects")

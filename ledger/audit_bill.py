@@ -4,12 +4,15 @@ alone, with trust anchors the auditor brings.
 For each line of the bill (the `GET /api/bills/` document) the auditor needs the receipt of
 its lease (`DIR/<lease>.json`, as `GET /api/leases/<id>/receipt/` or `python -m ledger
 receipt` writes it). A line holds when:
-- the receipt's channel names exactly the organisation CAs the auditor trusts (`--trust`,
-  read by ledger.genesis.load_roots): a receipt from a channel the auditor did not name
-  fails, however well it is signed;
-- the receipt verifies (hash chain, block data hashes, creator and endorsement signatures
-  against those roots and the channel's policy: ledger.receipt);
-- the transaction the line names is a valid Settle in the receipt, for this lease and
+- the receipt verifies against the trust anchors the auditor names (`--trust`), by the
+  verifier of its backend (ledger.receipt_trust): an embedded ledger's receipt when its
+  channel names exactly the organisation CAs trusted (hash chain, block data hashes, creator
+  and endorsement signatures against the channel's policy: ledger.receipt); a Fabric
+  channel's when its blocks are signed by a trusted orderer and every transaction is endorsed
+  by a peer of every trusted organisation, on the channel the roots file names
+  (ledger.fabric_receipt). A receipt from a channel the auditor did not name fails, however
+  well it is signed;
+- the transaction the line names is a Settle the block marks VALID, for this lease and
   interval, whose written line re-derives from the lease terms written beside it
   (ledger.money, the contract's own arithmetic);
 - every figure of the bill line equals the ledger's;
@@ -21,15 +24,16 @@ receipt` writes it). A line holds when:
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ledger import readings as telemetry
 from ledger.contract_state import SETTLEMENT
-from ledger.engine.tx import VALID, decode_envelope
-from ledger.genesis import load_roots
-from ledger.receipt import check_settlement, load_receipt, verify_receipt
+from ledger.receipt import check_settlement, load_receipt
+from ledger.receipt_trust import TrustAnchors, TrustError, load_trust, transaction
 
 # bill line field -> the ledger's settlement record field
 COMPARED = {
@@ -43,6 +47,15 @@ COMPARED = {
     "telemetry_digest": "telemetry_digest",
 }
 INTERVAL = (("start_ms", "start_ms"), ("end_ms", "end_ms"))
+# a lease's ledger id, as a file name of the receipts folder too (never a path)
+LEASE_ID = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,127}")
+
+
+# where the auditor gets a lease's receipt and a line's readings (canonical CSV rows): files
+# for the command line, the ledger and the database for the console; OSError or ValueError
+# when there is none
+ReceiptSource = Callable[[str], Any]
+ReadingsSource = Callable[[str, int], str]
 
 
 class UnusableInput(ValueError):
@@ -64,10 +77,10 @@ class LineVerdict:
         return f"{head} OK" if self.ok else f"{head} FAIL: " + "; ".join(self.reasons)
 
 
-def load_trust(path: Path) -> dict[str, bytes]:
-    """The auditor's trust anchors (ledger.genesis.load_roots), or UnusableInput."""
+def trust_anchors(path: Path) -> TrustAnchors:
+    """The auditor's trust anchors (ledger.receipt_trust), or UnusableInput."""
     try:
-        return load_roots(path)
+        return load_trust(path)
     except (OSError, ValueError) as exc:
         raise UnusableInput(f"--trust {path}: {exc}") from None
 
@@ -83,35 +96,68 @@ def load_bill(path: Path) -> list[dict[str, Any]]:
         raise UnusableInput(f"bill {path}: {exc}") from None
 
 
+def receipt_files(folder: Path) -> ReceiptSource:
+    """`DIR/<lease>.json`, as `GET /api/v1/leases/<id>/receipt/` gives it."""
+    return lambda lease: load_receipt(folder / f"{lease}.json")
+
+
+def readings_files(folder: Path) -> ReadingsSource:
+    """`DIR/<lease>/<seq>.csv`, as `GET /api/v1/leases/<id>/readings/?seq=N` gives it."""
+    return lambda lease, seq: (folder / lease / f"{seq}.csv").read_text()
+
+
 class Auditor:
-    def __init__(self, receipts: Path, roots: dict[str, bytes], readings: Path | None) -> None:
-        self.receipts, self.roots, self.readings = receipts, roots, readings
+    """Verdicts on bill lines; receipts are verified once per lease."""
+
+    def __init__(
+        self, receipts: ReceiptSource, trust: TrustAnchors, readings: ReadingsSource | None
+    ) -> None:
+        self.receipts, self.trust, self.readings = receipts, trust, readings
         self._checked: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
 
     def receipt(self, lease: str) -> tuple[dict[str, Any] | None, list[str]]:
         """The lease's receipt and what is wrong with it as a whole (cached per lease)."""
         if lease not in self._checked:
-            path = self.receipts / f"{lease}.json"
             try:
-                receipt = load_receipt(path)
+                receipt = self.receipts(lease)
             except (OSError, ValueError) as exc:
-                self._checked[lease] = (None, [f"no usable receipt {path.name}: {exc}"])
+                self._checked[lease] = (None, [f"no usable receipt of lease {lease}: {exc}"])
             else:
-                problems = verify_receipt(receipt, self.roots)
+                try:
+                    problems = self.trust.verify(receipt)
+                except TrustError as exc:
+                    problems = [str(exc)]
                 self._checked[lease] = (receipt, problems)
         return self._checked[lease]
 
-    def line(self, item: dict[str, Any]) -> LineVerdict:
-        verdict = LineVerdict(str(item.get("lease")), int(item.get("seq", -1)))
+    def line(self, item: Any) -> LineVerdict:
+        shaped = item if isinstance(item, dict) else {}
+        lease, seq = shaped.get("lease"), shaped.get("seq")
+        well_formed = (
+            isinstance(lease, str)
+            and LEASE_ID.fullmatch(lease) is not None
+            and isinstance(seq, int)
+            and not isinstance(seq, bool)
+            and seq >= 0
+            and isinstance(shaped.get("evidence"), dict)
+            and isinstance(shaped.get("interval"), dict)
+        )
+        verdict = LineVerdict(str(lease), seq if isinstance(seq, int) else -1)
+        if not well_formed:
+            verdict.reasons.append(
+                "not a bill line: it needs lease (a ledger id), seq (an integer >= 0), "
+                "interval and evidence (objects)"
+            )
+            return verdict
         receipt, problems = self.receipt(verdict.lease)
         verdict.reasons.extend(problems)
         if receipt is None or problems:
             return verdict
-        record, found = _settlement(receipt, verdict, (item.get("evidence") or {}).get("tx_id"))
+        record, found = _settlement(receipt, verdict, item["evidence"].get("tx_id"))
         verdict.reasons.extend(found)
         if record is None:
             return verdict
-        interval = item.get("interval") or {}
+        interval = item["interval"]
         view = {**item, "start_ms": interval.get("start_ms"), "end_ms": interval.get("end_ms")}
         for name, ledger_name in (*COMPARED.items(), *INTERVAL):
             mine, theirs = view.get(name), record.get(ledger_name)
@@ -122,11 +168,11 @@ class Auditor:
         return verdict
 
     def _readings(self, verdict: LineVerdict, record: dict[str, Any]) -> list[str]:
-        path = self.readings / verdict.lease / f"{verdict.seq}.csv" if self.readings else None
         try:
-            rows = telemetry.parse_rows(path.read_text()) if path else []
+            text = self.readings(verdict.lease, verdict.seq) if self.readings else ""
+            rows = telemetry.parse_rows(text)
         except (OSError, ValueError) as exc:
-            return [f"readings {path}: {exc}"]
+            return [f"readings of line {verdict.seq}: {exc}"]
         out = []
         digest, on_ledger = telemetry.interval_digest(rows), record["telemetry_digest"]
         if digest != on_ledger:
@@ -141,24 +187,22 @@ def _settlement(
     receipt: dict[str, Any], verdict: LineVerdict, tx_id: Any
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The settlement record the line's transaction wrote, re-derived from its terms."""
-    for entry in receipt["transactions"]:
-        if entry["tx_id"] != tx_id:
-            continue
-        tx = decode_envelope(entry["envelope"].encode())
-        where = f"tx {tx_id}"
-        if entry["code"] != VALID or tx.proposal["fn"] != "Settle":
-            return None, [f"{where} is not a valid Settle"]
-        prefix = f"\x00{SETTLEMENT}\x00"
-        records = [json.loads(v) for k, v in tx.rwset.writes.items() if k.startswith(prefix) and v]
-        if len(records) != 1:
-            return None, [f"{where} wrote no single bill line"]
-        record = records[0]
-        if (record["lease_id"], record["interval_seq"]) != (verdict.lease, verdict.seq):
-            return None, [
-                f"{where} settled {record['lease_id']} line {record['interval_seq']}, not this one"
-            ]
-        return record, check_settlement(where, tx.rwset.writes)
-    return None, [f"the receipt has no transaction {tx_id!r}"]
+    tx = transaction(receipt, tx_id) if isinstance(tx_id, str) else None
+    if tx is None:
+        return None, [f"the receipt has no transaction {tx_id!r}"]
+    where = f"tx {tx_id}"
+    if not tx.valid or tx.fn != "Settle":
+        return None, [f"{where} is not a valid Settle"]
+    prefix = f"\x00{SETTLEMENT}\x00"
+    records = [json.loads(v) for k, v in tx.writes.items() if k.startswith(prefix) and v]
+    if len(records) != 1:
+        return None, [f"{where} wrote no single bill line"]
+    record = records[0]
+    if (record["lease_id"], record["interval_seq"]) != (verdict.lease, verdict.seq):
+        return None, [
+            f"{where} settled {record['lease_id']} line {record['interval_seq']}, not this one"
+        ]
+    return record, check_settlement(where, tx.writes)
 
 
 def audit_bill(
@@ -168,5 +212,9 @@ def audit_bill(
     lines = load_bill(bill)
     if not receipts.is_dir():
         raise UnusableInput(f"--receipts {receipts} is not a directory")
-    auditor = Auditor(receipts, load_trust(trust), readings)
+    auditor = Auditor(
+        receipt_files(receipts),
+        trust_anchors(trust),
+        readings_files(readings) if readings is not None else None,
+    )
     return [auditor.line(item) for item in lines]

@@ -37,7 +37,7 @@ from ledger.fabric_trust import (
     identity,
     parse_roots,
 )
-from ledger.receipt import check_settlement
+from ledger.receipt import ReceiptTx, check_settlement
 
 FORMAT = "fabric/1"
 ENDORSER_TRANSACTION = 3  # common.HeaderType
@@ -65,12 +65,27 @@ def verify_fabric_receipt(receipt: Any, roots_pem: bytes) -> list[str]:
         roots = parse_roots(roots_pem)
     except RootsError as exc:
         return [str(exc)]
+    return check_fabric_receipt(receipt, roots)
+
+
+def check_fabric_receipt(receipt: Any, roots: TrustRoots) -> list[str]:
+    """`verify_fabric_receipt` with the roots parsed once (an auditor checks many receipts)."""
     try:
         return _verify(receipt, roots)
     except ReceiptFormatError as exc:
         return [f"receipt is malformed: {exc}"]
-    except (KeyError, IndexError) as exc:  # a mutated block naming what is not there
-        return [f"receipt is malformed: {type(exc).__name__}: {exc}"]
+
+
+def fabric_receipt_tx(receipt: dict[str, Any], tx_id: str) -> ReceiptTx | None:
+    """Transaction `tx_id` of a Fabric receipt that `check_fabric_receipt` passed, or None:
+    its function, whether its block marks it VALID, and what it wrote as endorsed."""
+    ref = next((r for r in _refs(receipt) if r.tx_id == tx_id), None)
+    if ref is None:
+        return None
+    block = parse_block(_blocks(receipt)[ref.block])
+    tx = parse_endorser_tx(block.envelopes[ref.index])
+    valid = block.validation_codes[ref.index] == VALID_CODE
+    return ReceiptTx(tx.fn.rsplit(":", 1)[-1], valid, tx.writes)
 
 
 def _field(obj: Any, name: str, kind: type) -> Any:

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 from fabric_protos.msp import identities_pb2
 
+from ledger.certs import CertificateDefect, read_certificate
 from ledger.fabric_block import BlockFormatError, parse
 
 MAX_ROOTS_BYTES = 1024 * 1024
@@ -67,10 +68,10 @@ class TrustRoots:
 
 def _load_cert(pem: str, where: str) -> x509.Certificate:
     try:
-        cert = x509.load_pem_x509_certificate(pem.encode())
-        subject = cert.subject.rfc4514_string()
-    except ValueError as exc:
-        raise RootsError(f"{where}: not a PEM certificate ({exc})") from None
+        cert = read_certificate(pem.encode())
+    except CertificateDefect as exc:
+        raise RootsError(f"{where}: {exc}") from None
+    subject = cert.subject.rfc4514_string()
     constraints = _basic_constraints(cert)
     if constraints is None or not constraints.ca:
         raise RootsError(f"{where}: {subject} is not a CA certificate")
@@ -184,8 +185,8 @@ def _identity(
         raise IdentityDefect(f"identity of {msp_id!r}: certificate over {MAX_CERT_BYTES} bytes")
     try:
         cert = _load_pem(bytes(ident.id_bytes))
-    except ValueError:
-        raise IdentityDefect(f"identity of {msp_id!r}: not a PEM certificate") from None
+    except CertificateDefect as exc:
+        raise IdentityDefect(f"identity of {msp_id!r}: {exc}") from None
     anchors = roots.get(msp_id)
     if not anchors:
         raise IdentityDefect(f"identity of MSP {msp_id!r}: no trust root given for that MSP")
@@ -207,7 +208,7 @@ def clear_cert_caches() -> None:
 
 @functools.lru_cache(maxsize=CERT_CACHE_SIZE)
 def _load_pem(pem: bytes) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(pem)
+    return read_certificate(pem)
 
 
 @functools.lru_cache(maxsize=CERT_CACHE_SIZE)

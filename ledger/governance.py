@@ -22,6 +22,7 @@ from cryptography.x509.oid import NameOID
 
 from ledger import contract_args as args
 from ledger.contract_state import ContractError, get_json
+from ledger.terms import RATE_CARD_KIND, rate_card_of
 
 POLICY = "policy:"  # policy:{kind}:{key} -> the approved document and who decided it
 PROPOSAL = "proposal:"  # proposal:{tx id} -> a proposed change, open until approved
@@ -59,11 +60,23 @@ def _object(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def _rate_card(document: dict[str, Any]) -> dict[str, Any]:
+    """{rate_card, catalogue}: a rate card (the object of ledger/data/rate-card-v1.json) and
+    the text of the generation catalogue it prices (a file like ledger/data/catalogue-v1.json);
+    in force for every lease's terms once approved (ledger.terms.rate_card)."""
+    try:
+        rate_card_of(document.get("rate_card"), document.get("catalogue"), "document")
+    except ValueError as exc:
+        raise args.ArgumentError(str(exc)) from None
+    return {"rate_card": document["rate_card"], "catalogue": document["catalogue"]}
+
+
 VALIDATORS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "pcr_policy": _pcr_policy,
     "ek_roots": _ek_roots,
     "catalogue": _object,
     "tariffs": _object,
+    RATE_CARD_KIND: _rate_card,
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,24 @@ def check_settlement(where: str, writes: dict[str, bytes | None]) -> list[str]:
         for name, value in expected.items()
         if line.get(name) != value
     ]
+
+
+@dataclass(frozen=True)
+class ReceiptTx:
+    """One transaction as a receipt (of either backend) shows it: what an auditor reads."""
+
+    fn: str  # the contract function, unqualified (`Settle`)
+    valid: bool  # the block marks it VALID
+    writes: dict[str, bytes | None]  # the contract's namespace: key -> value (None: deleted)
+
+
+def receipt_tx(receipt: dict[str, Any], tx_id: str) -> ReceiptTx | None:
+    """Transaction `tx_id` of an embedded receipt that `verify_receipt` passed, or None."""
+    for entry in receipt["transactions"]:
+        if entry["tx_id"] == tx_id:
+            tx = decode_envelope(entry["envelope"].encode())
+            return ReceiptTx(tx.proposal["fn"], entry["code"] == VALID, dict(tx.rwset.writes))
+    return None
 
 
 def load_receipt(path: Path) -> dict[str, Any]:

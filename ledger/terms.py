@@ -2,13 +2,15 @@
 
 The rate card (capacity rate per generation, priority premium, each site's PUE and energy
 tariff) and the generation catalogue it names are ledger data shipped with the contract
-(`ledger/data/`). `rate_card(stub)` is the one place the contract reads them; today it
-returns the version the contract was deployed with (a governed version on the ledger will be
-preferred there). Every refusal names its rule as `[terms.<rule>]`.
+(`ledger/data/`). `rate_card(stub)` is the one place the contract reads them: the version
+both organisations last approved through ledger.governance (kind `rate_card`: the card and
+its catalogue, checked by the same loader as the deployed files), else the version deployed
+with the contract. Every refusal names its rule as `[terms.<rule>]`.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger import contract_args as args
+from ledger.canonical import dumps, loads
 from ledger.contract_state import ContractError
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -28,6 +31,12 @@ MAX_BACKDATE_MS = 24 * MS_PER_HOUR
 MAX_FUTURE_MS = 5 * 60 * 1000  # a start ahead of the endorser's clock (client clock skew)
 PRIORITY_LIMIT = 100
 MAX_PUE_MILLI = 5000
+RATE_CARD_KIND = "rate_card"  # the governance kind of a rate card both organisations approve
+MAX_GENERATIONS = 256
+MAX_NAME_CHARS = 200
+MAX_BOARD_POWER_W = 10_000
+MAX_CATALOGUE_CHARS = 48 * 1024  # within a contract argument's 64 KiB with the rate card
+GOVERNED_CACHE_SIZE = 8
 
 
 @dataclass(frozen=True)
@@ -57,14 +66,103 @@ class RateCard:
         return self.capacity_micro_per_gpu_hour[generation] + premium
 
 
-def _generations(catalogue: dict[str, Any]) -> dict[str, GenerationFacts]:
-    return {
-        g["id"]: GenerationFacts(
-            board_power_w=int(Decimal(str(g["board_power_w"]))),
-            precisions=frozenset(g["dense_tflops"]),
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"{where}: must be a non-empty object")
+    return value
+
+
+def _text(obj: dict[str, Any], name: str, where: str) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str) or not 1 <= len(value) <= MAX_NAME_CHARS:
+        raise ValueError(f"{where}.{name}: must be a string of 1-{MAX_NAME_CHARS} characters")
+    return value
+
+
+def _integer(value: Any, where: str, low: int = 0, high: int = args.MAX_INT) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{where}: must be an integer in [{low}, {high}]")
+    return value
+
+
+def _watts(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise ValueError(f"{where}: must be a number of watts")
+    watts = Decimal(str(value))
+    if not watts.is_finite() or not 0 < watts <= MAX_BOARD_POWER_W:
+        raise ValueError(f"{where}: must be in (0, {MAX_BOARD_POWER_W}] W")
+    return int(watts)
+
+
+def _generations(catalogue: Any, where: str) -> tuple[str, dict[str, GenerationFacts]]:
+    catalogue = _object(catalogue, where)
+    entries = catalogue.get("generations")
+    if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_GENERATIONS:
+        raise ValueError(f"{where}.generations: must list 1-{MAX_GENERATIONS} generations")
+    generations = {}
+    for i, entry in enumerate(entries):
+        at = f"{where}.generations[{i}]"
+        entry = _object(entry, at)
+        figures = _object(entry.get("dense_tflops"), f"{at}.dense_tflops")
+        generations[_text(entry, "id", at)] = GenerationFacts(
+            board_power_w=_watts(entry.get("board_power_w"), f"{at}.board_power_w"),
+            precisions=frozenset(figures),
         )
-        for g in catalogue["generations"]
+    return _text(catalogue, "version", where), generations
+
+
+def _sites(value: Any, where: str) -> dict[str, dict[str, Any]]:
+    sites = {}
+    for code, site in _object(value, where).items():
+        at = f"{where}.{code}"
+        site = _object(site, at)
+        sites[code] = {
+            "name": _text(site, "name", at),
+            "pue_milli": _integer(site.get("pue_milli"), f"{at}.pue_milli", 1000, MAX_PUE_MILLI),
+            "tariff_micro_per_kwh": _integer(
+                site.get("tariff_micro_per_kwh"), f"{at}.tariff_micro_per_kwh"
+            ),
+        }
+    return sites
+
+
+def _catalogue(text: Any, where: str) -> Any:
+    """The catalogue file's text, parsed with its figures as Decimal (a contract argument
+    carries no floats, so a proposal carries the file's text as it is)."""
+    if not isinstance(text, str) or len(text) > MAX_CATALOGUE_CHARS:
+        raise ValueError(f"{where}: must be the catalogue's JSON text of <= {MAX_CATALOGUE_CHARS}")
+    try:
+        return json.loads(text, parse_float=Decimal)
+    except (ValueError, RecursionError):
+        raise ValueError(f"{where}: not JSON") from None
+
+
+def rate_card_of(card: Any, catalogue: Any, where: str) -> RateCard:
+    """The rate card `card` with the generation catalogue it prices (`catalogue`: the JSON
+    text of the catalogue file), checked: the one loader of the version deployed with the
+    contract and of any version both organisations approve (ledger.governance, kind
+    `rate_card`). ValueError naming the field otherwise."""
+    if not isinstance(card, dict) or card.get("schema") != RATE_CARD_SCHEMA:
+        raise ValueError(f"{where}: not a rate card (schema {RATE_CARD_SCHEMA!r})")
+    parsed = _catalogue(catalogue, f"{where}.catalogue")
+    catalogue_version, generations = _generations(parsed, f"{where}.catalogue")
+    field = f"{where}.capacity_micro_per_gpu_hour"
+    rates = {
+        gen: _integer(rate, f"{field}.{gen}")
+        for gen, rate in _object(card.get("capacity_micro_per_gpu_hour"), field).items()
     }
+    unknown = sorted(set(rates) - set(generations))
+    if unknown:
+        raise ValueError(f"{where}: rates for generations not in the catalogue: {unknown}")
+    premium = "priority_premium_micro_per_gpu_hour"
+    return RateCard(
+        version=_text(card, "version", where),
+        catalogue_version=catalogue_version,
+        capacity_micro_per_gpu_hour=rates,
+        priority_premium_micro_per_gpu_hour=_integer(card.get(premium), f"{where}.{premium}"),
+        sites=_sites(card.get("sites"), f"{where}.sites"),
+        generations=generations,
+    )
 
 
 def load_rate_card(path: Path = RATE_CARD_PATH) -> RateCard:
@@ -72,27 +170,26 @@ def load_rate_card(path: Path = RATE_CARD_PATH) -> RateCard:
     card = json.loads(path.read_text())
     if card.get("schema") != RATE_CARD_SCHEMA:
         raise ValueError(f"{path}: not a rate card (schema {RATE_CARD_SCHEMA!r})")
-    catalogue = json.loads((path.parent / card["catalogue"]).read_text(), parse_float=Decimal)
-    generations = _generations(catalogue)
-    unknown = sorted(set(card["capacity_micro_per_gpu_hour"]) - set(generations))
-    if unknown:
-        raise ValueError(f"{path}: rates for generations not in the catalogue: {unknown}")
-    return RateCard(
-        version=card["version"],
-        catalogue_version=catalogue["version"],
-        capacity_micro_per_gpu_hour=dict(card["capacity_micro_per_gpu_hour"]),
-        priority_premium_micro_per_gpu_hour=card["priority_premium_micro_per_gpu_hour"],
-        sites=dict(card["sites"]),
-        generations=generations,
-    )
+    return rate_card_of(card, (path.parent / card["catalogue"]).read_text(), str(path))
 
 
 DEPLOYED = load_rate_card()
 
 
+@functools.lru_cache(maxsize=GOVERNED_CACHE_SIZE)
+def _governed(document: bytes) -> RateCard:
+    """A version both organisations approved (parsed once per process and version)."""
+    approved = loads(document)
+    return rate_card_of(approved.get("rate_card"), approved.get("catalogue"), "rate_card policy")
+
+
 async def rate_card(stub: Any) -> RateCard:
-    """The rate card in force for this transaction: the version deployed with the contract."""
-    return DEPLOYED
+    """The rate card in force for this transaction: the version both organisations last
+    approved (governance kind `rate_card`), else the version deployed with the contract."""
+    from ledger.governance import approved_policy  # (governance validates with rate_card_of)
+
+    approved = await approved_policy(stub, RATE_CARD_KIND)
+    return DEPLOYED if approved is None else _governed(dumps(approved))
 
 
 def parse_terms(req: dict[str, Any], field: str = "terms") -> dict[str, Any]:

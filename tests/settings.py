@@ -6,5 +6,8 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("WATTLEASE_ENV", "development")
+# Tests settle a lease as soon as it ends, on the readings they stored for it; the demo they
+# start waits for its telemetry as production does (tests/webapp/test_demo_server.demo_env).
+os.environ.setdefault("TELEMETRY_SETTLE_WAIT_S", "0")
 
 from webapp.settings import *  # noqa: F403

@@ -138,6 +138,11 @@ CACHES = {
 
 LEDGER_BACKEND = env_choice("LEDGER_BACKEND", "embedded", ("embedded", "fabric"))
 LEDGER_PATH = Path(env_str("LEDGER_PATH", str(DATA_DIR / "ledger.sqlite3")))
+# The channel's trust roots the console's bill verdicts are computed with (the roots file an
+# auditor is handed: `python -m chaincode_client.fabric_network roots`). Empty: on the
+# embedded ledger, its organisations' CA certificates; on Fabric, the local network's when the
+# demo runs one, else the console says it cannot audit.
+LEDGER_TRUST_ROOTS = env_str("LEDGER_TRUST_ROOTS", "")
 TELEMETRY_SOURCE = env_choice("TELEMETRY_SOURCE", "replay", ("replay", "nvml"))
 # How often the server challenges each node for a fresh quote, and how long a good quote
 # keeps a node leasable when its PCR policy sets no age of its own.
@@ -146,6 +151,9 @@ ATTESTATION_MAX_AGE_S = env_int("ATTESTATION_MAX_AGE_S", 300, minimum=1)
 # The lease worker: seconds between its passes, and wall seconds in one leased hour (3600;
 # a test or a demo shortens it).
 LEASE_WORKER_INTERVAL_S = env_int("LEASE_WORKER_INTERVAL_S", 5, minimum=1)
+# How long the lease worker waits, after a lease ends, for every GPU's telemetry to pass the
+# end before settling it anyway on the readings that arrived (telemetry comes in batches).
+TELEMETRY_SETTLE_WAIT_S = env_int("TELEMETRY_SETTLE_WAIT_S", 60, minimum=0)
 LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
 
 AUTH_PASSWORD_VALIDATORS = [

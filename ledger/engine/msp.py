@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from ledger.certs import CertificateDefect, read_certificate
+
 CERT_VALIDITY_DAYS = 3650
 ECDSA_SHA256 = ec.ECDSA(hashes.SHA256())
 MAX_CERT_PEM_BYTES = 4096
@@ -153,6 +155,13 @@ class OrgMaterial:
         return Identity.load(directory / "peer")
 
 
+def org_ca_certs(msp_dir: Path) -> dict[str, bytes]:
+    """Each organisation's CA certificate (PEM; never its key) from its own folder under
+    `msp_dir` (`<ledger>.msp/<MSPID>/ca/cert.pem`): the roots an auditor of this ledger gets
+    from the organisations, not from a receipt or the genesis block."""
+    return {org.name: (org / "ca" / "cert.pem").read_bytes() for org in sorted(msp_dir.iterdir())}
+
+
 class ChannelMsp:
     """Verifies that a certificate was issued by a channel organisation's CA and checks
     signatures with it. Certificates are checked once and cached by their PEM bytes."""
@@ -175,8 +184,8 @@ class ChannelMsp:
         if len(cert_pem) > MAX_CERT_PEM_BYTES:
             raise MspError(f"certificate of {mspid} is {len(cert_pem)} bytes")
         try:
-            cert = x509.load_pem_x509_certificate(cert_pem)
-        except ValueError as exc:
+            cert = read_certificate(cert_pem)
+        except CertificateDefect as exc:
             raise MspError(f"certificate of {mspid} does not parse: {exc}") from None
         key = cert.public_key()
         ca_key = ca.public_key()

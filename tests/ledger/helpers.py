@@ -10,6 +10,7 @@ from typing import Any
 from chaincode_client.interface import LedgerClient
 from ledger import money
 from ledger.engine.core import msp_dir_for
+from ledger.engine.msp import org_ca_certs
 from ledger.terms import DEPLOYED as RATE_CARD
 
 DEFAULT_MAX_AGE_S = 600
@@ -162,11 +163,24 @@ def settle_request(
     return request
 
 
+def bill_line(request: dict[str, Any], tx_id: str) -> dict[str, Any]:
+    """The line `GET /api/v1/bills/` serves for a Settle `request` the ledger committed as
+    `tx_id` (the fields `ledger audit-bill` compares, named as the bill names them)."""
+    return {
+        **{k: v for k, v in request.items() if k.endswith("_micro") or k == "final"},
+        "lease": request["lease_id"],
+        "seq": request["interval_seq"],
+        "interval": {"start_ms": request["start_ms"], "end_ms": request["end_ms"]},
+        "measured_energy_mj": request["measured_mj"],
+        "telemetry_digest": request["telemetry_digest"],
+        "evidence": {"tx_id": tx_id},
+    }
+
+
 def org_roots(ledger_path: Path) -> dict[str, bytes]:
     """Each organisation's CA certificate, read from that organisation's own key folder (as an
     auditor would get it from the organisation), not from a receipt or the genesis block."""
-    msp_dir = msp_dir_for(ledger_path)
-    return {org.name: (org / "ca" / "cert.pem").read_bytes() for org in sorted(msp_dir.iterdir())}
+    return org_ca_certs(msp_dir_for(ledger_path))
 
 
 def software_ak_b64() -> str:

@@ -6,8 +6,16 @@ import re
 
 import pytest
 
-from ledger.fabric_trust import RootsError, format_roots, parse_roots
+from chaincode_client.fabric.identity import Identity
+from ledger.fabric_trust import (
+    IdentityDefect,
+    RootsError,
+    format_roots,
+    identity,
+    parse_roots,
+)
 from tests.ledger.fabric_chain import Org
+from tests.ledger.test_certs import der_to_pem, peer_der
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +69,17 @@ def test_refuses_a_root_that_is_not_a_ca(cas):
     text += identity.cert_pem.decode()
     with pytest.raises(RootsError, match=r"line \d+: CN=peer\.Org1MSP,OU=peer is not a CA"):
         parse_roots(text.encode())
+
+
+def test_names_a_subject_value_of_an_asn1_type_no_name_uses(cas):
+    """CI's fuzz test: a mutated orderer identity whose subject's OU value had tag 76 made
+    `cryptography` raise a bare KeyError out of the verifier."""
+    der = peer_der(cas)
+    at = der.index(b"\x0c\x04peer")  # the OU, a UTF8String
+    forged = der[:at] + bytes([76]) + der[at + 1 :]
+    serialized = Identity("Org1MSP", der_to_pem(forged)).serialized()
+    roots = {"Org1MSP": [cas["Org1MSP"].cert]}
+    with pytest.raises(
+        IdentityDefect, match=re.escape("subject: an attribute value has ASN.1 tag 76")
+    ):
+        identity(serialized, roots)

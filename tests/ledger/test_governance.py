@@ -10,8 +10,9 @@ import pytest
 from chaincode_client.interface import EndorsementError, LedgerClient
 from ledger.audit import verify_ledger
 from ledger.engine.msp import new_identity
+from ledger.terms import DEPLOYED, RATE_CARD_PATH
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv
-from tests.ledger.helpers import attest, js, register_node
+from tests.ledger.helpers import H100, attest, js, lease_request, register_node
 
 GOLDEN = {"0": "aa" * 32, "2": "bb" * 32, "7": "cc" * 32}
 PCR_POLICY = {"pcrs": {"sha256": GOLDEN}, "max_age_s": 600}
@@ -137,6 +138,61 @@ def test_pcr_golden_values_come_from_the_policy_both_orgs_approved(ledger_env, n
         ledger_env.close_ledger()
         report = verify_ledger(ledger_env.path)
         assert report.ok and report.quotes == 2, report.defects
+
+
+def rate_card_document(**rates: int) -> dict:
+    """The deployed rate card and catalogue files as a `rate_card` policy, with `rates`
+    (generation -> micro-units per GPU-hour) changed and a version of its own."""
+    card = json.loads(RATE_CARD_PATH.read_text())
+    card["capacity_micro_per_gpu_hour"].update(rates)
+    card["version"] = "2027-01-01"
+    catalogue = (RATE_CARD_PATH.parent / card["catalogue"]).read_text()
+    return {"rate_card": card, "catalogue": catalogue}
+
+
+def test_leases_are_priced_by_the_rate_card_both_organisations_approved(ledger_env, node_tpm):
+    org1, org2 = admin(ledger_env, ORG1), admin(ledger_env, ORG2)
+    client = ledger_env.clients[ORG1]
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100)])
+    att = attest(client, node_tpm, "n1", 0)["attestation_id"]
+    old = DEPLOYED.capacity_micro_per_gpu_hour[H100]
+    new = 2 * old
+    proposal = propose(org1, "rate_card", rate_card_document(**{H100: new}), key="default")
+    # a proposal alone changes nothing: a lease at the deployed rates is still accepted
+    first = json.loads(client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att])).payload)
+    assert first["terms"]["rate_card"] == DEPLOYED.version
+    with pytest.raises(EndorsementError, match=r"\[governance\.self_approval\]"):
+        approve(org1, proposal["proposal_id"])
+    approve(org2, proposal["proposal_id"])
+    stale = lease_request("L2", ["GPU-b"], [att])
+    with pytest.raises(
+        EndorsementError,
+        match=rf"\[terms\.rate\] capacity_micro_per_gpu_hour {old} is not the rate card's {new}",
+    ):
+        client.submit("CreateLease", stale)
+    priced = lease_request("L2", ["GPU-b"], [att], capacity_micro_per_gpu_hour=new)
+    second = json.loads(client.submit("CreateLease", priced).payload)
+    assert second["terms"]["rate_card"] == "2027-01-01"
+    assert second["terms"]["capacity_micro_per_gpu_hour"] == new
+
+
+def test_a_rate_card_proposal_is_checked_by_the_rate_card_loader(ledger_env):
+    org1 = admin(ledger_env, ORG1)
+    unpriced = rate_card_document(**{"Z999": 1})
+    low_pue = rate_card_document()
+    low_pue["rate_card"]["sites"]["fra-1"]["pue_milli"] = 900
+    no_power = rate_card_document()
+    catalogue = json.loads(no_power["catalogue"])
+    del catalogue["generations"][0]["board_power_w"]
+    no_power["catalogue"] = json.dumps(catalogue)
+    for document, message in [
+        (unpriced, r"rates for generations not in the catalogue: \['Z999'\]"),
+        (low_pue, r"document\.sites\.fra-1\.pue_milli: must be an integer in \[1000, "),
+        (no_power, r"document\.catalogue\.generations\[0\]\.board_power_w: must be a number"),
+        ({"rate_card": {}}, "document: not a rate card"),
+    ]:
+        with pytest.raises(EndorsementError, match=message):
+            propose(org1, "rate_card", document, key="default")
 
 
 def _ca_pem() -> str:

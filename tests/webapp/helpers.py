@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.test import Client
 
 from scheduler.api import IntervalSettlement, settle
 from scheduler.telemetry.sample import TelemetrySample
 from tests.ledger.helpers import A100, lease_terms, now_ms
 from webapp.leasing import actions
 from webapp.leasing.models import Lease
+from webapp.tenancy.models import Membership, Tenant
 
 ACTOR = "test"
 STARTED_AGO_MS = 120_000  # lines of the first minute end before the ledger's clock
@@ -48,3 +53,18 @@ def lines(
 def line(lease: Lease, *, watts: int = 0, final: bool = True) -> IntervalSettlement:
     """The next one-minute bill line of `lease`."""
     return lines(lease, watts=watts, final=final)[0]
+
+
+@dataclass
+class Login:
+    membership: Membership
+    client: Client
+
+
+def console_login(tenant: Tenant, name: str, role: str, password: str) -> Login:
+    """A console user of `tenant` in `role`, logged in."""
+    user = get_user_model().objects.create_user(name, "", password)
+    membership = Membership.objects.create(user=user, tenant=tenant, role=role)
+    client = Client()
+    client.force_login(user)
+    return Login(membership, client)

@@ -7,10 +7,13 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
+from scheduler.telemetry.sample import TelemetrySample
 from tests.webapp.helpers import line, place
 from webapp.fleet.models import GPU
+from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions
 from webapp.leasing.models import Lease
+from webapp.leasing.scheduling import settle_closed
 from webapp.tenancy.models import Tenant
 
 ACTOR = "test"
@@ -28,9 +31,28 @@ def active(tenant: Tenant, gpus: Sequence[GPU]) -> Lease:
     return actions.activate_lease(placed(tenant, gpus), actor=ACTOR)
 
 
+def ended(lease: Lease) -> Lease:
+    actions.end_lease(lease, actor=ACTOR)
+    return Lease.objects.get(pk=lease.pk)
+
+
 def settled(lease: Lease, watts: int = 300) -> Lease:
     """End an active lease and settle it with one one-minute bill line, every GPU drawing
     `watts`: the line's amounts are the scheduler's, from the lease's terms."""
-    actions.end_lease(lease, actor=ACTOR)
-    lease = Lease.objects.get(pk=lease.pk)
+    lease = ended(lease)
     return actions.settle_lease(lease, [line(lease, watts=watts)], actor=ACTOR)
+
+
+def settled_from_readings(lease: Lease, watts: int = 300) -> Lease:
+    """End an active lease and settle it as the lease worker does, from its GPUs' stored
+    readings (two energy counter readings per GPU, 2 ms apart, drawing `watts`): the
+    readings served for its line hash to the line's telemetry digest."""
+    start = lease.terms["start_ms"]
+    record_samples(
+        TelemetrySample(uuid, start + dt, 10**6 + dt * watts, watts * 1000, 90, 50, 60)
+        for uuid in lease.terms["attributed_power_mw"]
+        for dt in (1, 3)
+    )
+    actions.end_lease(lease, actor=ACTOR)
+    assert settle_closed(actor=ACTOR) >= 1
+    return Lease.objects.get(pk=lease.pk)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -13,10 +13,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from ledger.audit_bill import audit_bill
 from ledger.receipt import verify_receipt
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.ledger.helpers import org_roots
 from tests.webapp import leases
+from tests.webapp.helpers import Login, console_login
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, bills, states
 from webapp.leasing.models import Lease, Settlement
@@ -28,18 +30,8 @@ PASSWORD = "correct horse battery staple"
 REQUEST = {"gpu_count": "2", "precision": "BF16", "hours": "1.5", "priority": "0"}
 
 
-@dataclass
-class Login:
-    membership: Membership
-    client: Client
-
-
 def _login(tenant: Tenant, name: str, role: str) -> Login:
-    user = get_user_model().objects.create_user(name, "", PASSWORD)
-    membership = Membership.objects.create(user=user, tenant=tenant, role=role)
-    client = Client()
-    client.force_login(user)
-    return Login(membership, client)
+    return console_login(tenant, name, role, PASSWORD)
 
 
 @pytest.fixture
@@ -63,6 +55,7 @@ def _pages(pk: int) -> list[str]:
         f"/console/leases/{pk}/",
         f"/console/leases/{pk}/receipt.json",
         f"/console/leases/{pk}/readings.csv",
+        f"/console/leases/{pk}/readings/0.csv",
     ]
 
 
@@ -111,6 +104,8 @@ def test_it_validates_ownership(owner_login, outsider_login, fleet):
     assert f'data-lease="{lease.pk}"'.encode() not in other.get("/console/").content
     assert other.get("/console/leases/live.json").json() == {"leases": []}
     assert b"No bills yet" in other.get("/console/bills/").content
+    month = bills.month_of(lease.settlements.get().end_ms)
+    assert other.get(f"/console/bills/{month}.json").json()["lines"] == []
     assert fleet.gpus[0].uuid.encode() not in other.get("/console/gpus/").content
     assert Lease.objects.get(pk=lease.pk).state == states.SETTLED
 
@@ -276,3 +271,74 @@ def test_gpus_page_shows_the_attestation_of_held_gpus(owner_login, fleet, attest
     html = owner_login.client.get("/console/gpus/").content.decode()
     assert fleet.gpus[0].uuid in html and fleet.gpus[3].uuid not in html
     assert "valid at" in html and "(on the ledger)" in html
+
+
+def verdicts(html: str) -> list[str]:
+    return re.findall(r'class="verdict" data-verdict="(\w+)"', html)
+
+
+def test_bill_lines_show_the_verdict_of_the_auditor_run_on_this_server(
+    owner_login, fleet, attested_node, ledger
+):
+    """The verdict is ledger.audit_bill's on the receipt and readings the tenant downloads:
+    a line the database no longer agrees with the ledger on fails, naming the figure."""
+    placed = leases.placed(owner_login.membership.tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR))
+    page = owner_login.client.get("/console/bills/").content.decode()
+    assert verdicts(page) == ["pending"]  # not on the ledger yet: nothing to re-derive
+    relay_once(ledger)
+    page = owner_login.client.get("/console/bills/").content.decode()
+    assert verdicts(page) == ["verified"], page
+    assert "wattlease ledger audit-bill BILL.json --receipts RECEIPTS --trust ROOTS.pem" in page
+    lease_page = owner_login.client.get(f"/console/leases/{lease.pk}/").content.decode()
+    assert verdicts(lease_page) == ["verified"]
+
+    line = lease.settlements.get()
+    Settlement.objects.filter(pk=line.pk).update(total_micro=line.total_micro + 1)
+    page = owner_login.client.get("/console/bills/").content.decode()
+    assert verdicts(page) == ["failed"]
+    expected = (
+        f"total_micro {line.total_micro + 1} differs from the ledger&#x27;s {line.total_micro}"
+    )
+    assert expected in page
+
+
+def test_the_files_of_the_audit_download_as_the_api_serves_them(
+    owner_login, fleet, attested_node, ledger, settings, tmp_path
+):
+    """BILL.json, the receipt and the line's readings from the console: the command shown
+    on the bills page holds on them."""
+    placed = leases.placed(owner_login.membership.tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR))
+    relay_once(ledger)
+    client, line = owner_login.client, lease.settlements.get()
+    month = bills.month_of(line.end_ms)
+    bill = client.get(f"/console/bills/{month}.json")
+    assert bill["Content-Disposition"] == f'attachment; filename="bill-{month}.json"'
+    (tmp_path / "bill.json").write_bytes(bill.content)
+    receipts, readings = tmp_path / "receipts", tmp_path / "readings" / str(lease.ledger_id)
+    receipts.mkdir()
+    readings.mkdir(parents=True)
+    receipt = client.get(f"/console/leases/{lease.pk}/receipt.json").content
+    (receipts / f"{lease.ledger_id}.json").write_bytes(receipt)
+    rows = client.get(f"/console/leases/{lease.pk}/readings/0.csv")
+    assert rows["Content-Type"] == "text/csv" and rows.content.count(b"\n") == 4
+    (readings / "0.csv").write_bytes(rows.content)
+    roots = tmp_path / "roots"
+    roots.mkdir()
+    for msp, pem in org_roots(settings.LEDGER_PATH).items():
+        (roots / f"{msp}.pem").write_bytes(pem)
+    verdict = audit_bill(tmp_path / "bill.json", receipts, roots, tmp_path / "readings")
+    assert [v.ok for v in verdict] == [True], verdict
+    assert client.get("/console/bills/2026-13.json").status_code == 400
+    assert client.get(f"/console/leases/{lease.pk}/readings/1.csv").status_code == 404
+
+
+def test_a_line_whose_receipt_the_ledger_cannot_give_is_unchecked_not_failed(
+    owner_login, fleet, ledger
+):
+    lease = leases.settled(leases.active(owner_login.membership.tenant, fleet.gpus[:1]))
+    Settlement.objects.filter(lease=lease).update(ledger_tx="ab" * 32)  # the relay's word only
+    page = owner_login.client.get("/console/bills/").content.decode()
+    assert verdicts(page) == ["unchecked"]
+    assert f"not checked: lease {lease.pk} is not on the ledger yet" in page

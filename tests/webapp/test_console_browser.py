@@ -1,8 +1,9 @@
 """The tenant console and the operator dashboards in Debian's Chromium, against the running
 demo: a tenant previews, requests, watches its lease go active, downloads the receipt and
-finds the settled line in its bill; another tenant sees none of it; the operator's pages
-draw their plots with data, take a new telemetry sample without a reload, and show the
-tampered node's differing PCR. No page logs an error or fails a request.
+finds the settled line in its bill, every line verified by the server's auditor; another
+tenant sees none of it; the operator's pages draw their plots with data, take a new telemetry
+sample without a reload, and show the tampered node's differing PCR. No page logs an error
+or fails a request.
 
 Screenshots go to $WATTLEASE_SCREENSHOTS when set (`make screenshots` refreshes
 docs/screenshots/ this way), else to the test's temporary directory."""
@@ -130,15 +131,23 @@ def test_tenant_previews_requests_watches_downloads_and_reads_its_bill(browser, 
     assert verify_receipt(json.loads(receipt.read_text()), roots) == []
     lease_path = lease_url.removeprefix(demo.base)
     # 0.2 leased hours last 6 s of the demo's clock; then it is settled onto the ledger
+    # ... and its line is re-derived by the server's auditor (ledger.audit_bill) from the
+    # receipt and the readings: every line of the bill shows the verdict "verified"
     page.goto(demo.base + "/console/bills/")
     link = f'a[href="{lease_path}"]'
     for _ in range(WAIT_MS // 2000):
         row = page.locator(f"tr:has({link})")
-        if row.count() and "pending" not in row.first.inner_text():
+        shown = page.locator("td.verdict").all_inner_texts()
+        if row.count() and "pending" not in " ".join(shown):
             break
         page.wait_for_timeout(2000)
         page.reload()
     assert page.locator(f"tr:has({link})").count() == 1
+    verdict = page.locator(f"tr:has({link}) td.verdict")
+    assert verdict.get_attribute("data-verdict") == "verified", verdict.inner_text()
+    shown = page.locator("td.verdict").evaluate_all("cells => cells.map(c => c.dataset.verdict)")
+    assert shown and set(shown) == {"verified"}, page.locator("td.verdict").all_inner_texts()
+    assert "wattlease ledger audit-bill" in page.locator("#audit-command").inner_text()
     page.screenshot(path=str(demo.shots / "console-bills.png"), full_page=True)
     page.goto(demo.base + "/console/")
     page.screenshot(path=str(demo.shots / "console-leases.png"), full_page=True)

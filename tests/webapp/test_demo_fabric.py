@@ -1,23 +1,28 @@
 """The whole demo through a real Fabric network: `manage.py demo --ledger fabric` brings the
 network up, swtpm nodes enrol over HTTP, their quotes are re-verified by both organisations'
-chaincode servers, leases and settlements are relayed to the channel, and the dashboard in
-Chromium shows blocks arriving live and the tampered node in red."""
+chaincode servers, leases and settlements are relayed to the channel, the dashboard in
+Chromium shows blocks arriving live and the tampered node in red, and a tenant's bill page
+shows its settled lines verified by the server's auditor against the channel's roots."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
+import time
 import urllib.request
 
 import pytest
 
 from tests.fabric.network_fixture import free_base_port
+from tests.webapp.test_console_browser import _login
 from tests.webapp.test_dashboard_browser import browser  # noqa: F401  (fixture)
 from tests.webapp.test_demo_server import start_demo, stop_demo
 
 FABRIC_START_TIMEOUT_S = 240
 FUNCTIONS_SEEN_WITHIN_MS = 120_000
+SETTLED_LINE_WITHIN_S = 180
 
 
 @pytest.fixture
@@ -71,6 +76,25 @@ def test_demo_runs_through_fabric_and_the_dashboard_shows_its_blocks(
     codes = {tx["code"] for tx in ledger["recent"]}
     assert "VALID" in codes, ledger
     assert errors == []
+
+    # the tenant console audits bills on Fabric too: the server's auditor re-derives each
+    # settled line from the channel's blocks, against the network's roots (LEDGER_TRUST_ROOTS)
+    log.seek(0)
+    logins = re.findall(r"tenant console for [^:]+: \S+\s+user (\S+)\s+password (\S+)", log.read())
+    problems: list[str] = []
+    pages = [_login(browser, base + "/console/login/", u, p, problems) for u, p in logins]
+    deadline = time.monotonic() + SETTLED_LINE_WITHIN_S
+    shown: list[str] = []
+    while "verified" not in shown and time.monotonic() < deadline:
+        shown = []
+        for tenant_page in pages:
+            tenant_page.goto(base + "/console/bills/")
+            cells = tenant_page.locator("td.verdict")
+            shown += cells.evaluate_all("cells => cells.map(c => c.dataset.verdict)")
+        time.sleep(3)
+    assert "verified" in shown, shown
+    assert set(shown) <= {"verified", "pending"}, shown
+    assert problems == []
 
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) in (0, -signal.SIGINT, 130)

@@ -28,6 +28,7 @@ def demo_env(tmp_path: Path) -> dict[str, str]:
         **env,
         "WATTLEASE_ENV": "development",  # the demo asks for development, as `make demo` does
         "DASHBOARD_LOGIN_REQUIRED": "0",  # and opens its dashboard to the test's browser
+        "TELEMETRY_SETTLE_WAIT_S": "60",  # a lease is billed on all of its telemetry
         "WATTLEASE_DATA_DIR": str(tmp_path),
         "PYTHONUNBUFFERED": "1",
     }

@@ -20,11 +20,15 @@ from ledger.fabric_block import parse_block, parse_endorser_tx
 from ledger.fabric_receipt import verify_fabric_receipt
 from tests.fabric.network_fixture import new_chaincode
 from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
-from tests.webapp.helpers import line, place
+from tests.webapp import leases
+from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
+from tests.webapp.helpers import console_login, line, place
 from webapp.leasing import actions
+from webapp.leasing.models import Settlement
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
+from webapp.tenancy.models import Membership
 
 pytestmark = pytest.mark.fabric
 ACTOR = "test"
@@ -118,6 +122,43 @@ def test_tenant_receipt_from_fabric_verifies_against_the_channel_roots(
     assert any("not issued by Org1MSP's trust root" in d for d in foreign), foreign
 
     assert outsider.client.get(f"/api/v1/leases/{lease.pk}/receipt/").status_code == 404
+
+
+def test_a_tenants_bill_from_fabric_audits_and_fails_on_any_edit(
+    fleet, owner, outsider, attested_node, ledger, fabric_network, tmp_path, settings
+):
+    """Issue 11's end to end on the real network: a lease runs on two GPUs drawing 300 W,
+    ends and is settled from its stored readings; the tenant's bill, receipt and readings
+    come through the API and `audit-bill` holds with the channel's roots, then fails on the
+    line an edit touches."""
+    placed = leases.placed(owner.tenant, fleet.gpus[:2], [attested_node])
+    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR))
+    relay_all(ledger)
+
+    evidence = fetch_evidence(owner.client, tmp_path)
+    [billed] = evidence.bill["lines"]
+    assert (billed["lease"], billed["measured_energy_mj"]) == (str(lease.ledger_id), 2 * 600)
+    assert billed["evidence"]["validation_code"] == "VALID", billed["evidence"]
+    receipt = json.loads((evidence.receipts / f"{lease.ledger_id}.json").read_text())
+    assert receipt["format"] == "fabric/1"
+    roots = roots_pem(fabric_network.layout, ledger.chaincode)  # what the operator hands out
+    foreign = Channel().roots_pem().decode()  # a channel with CAs of its own
+    audit_holds_and_fails_on_each_edit(
+        tmp_path, evidence, roots, foreign, "no valid orderer signature"
+    )
+    assert outsider.client.get("/api/v1/bills/").json()["lines"] == []
+
+    # the console's verdict: the same auditor, run by the server with the channel's roots
+    (tmp_path / "channel-roots.pem").write_text(roots)
+    settings.LEDGER_TRUST_ROOTS = str(tmp_path / "channel-roots.pem")
+    console = console_login(owner.tenant, "ada", Membership.MEMBER, "not used").client
+    assert (
+        'class="verdict" data-verdict="verified"' in console.get("/console/bills/").content.decode()
+    )
+    stored = lease.settlements.get()
+    Settlement.objects.filter(pk=stored.pk).update(capacity_micro=stored.capacity_micro + 1)
+    page = console.get("/console/bills/").content.decode()
+    assert 'class="verdict" data-verdict="failed"' in page and "capacity_micro" in page
 
 
 def test_receipt_of_a_lease_not_yet_on_the_channel_is_a_conflict(fleet, owner, ledger):

@@ -3,13 +3,17 @@ the relay's reaction starts a lease when the ledger commits its contract."""
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 from io import StringIO
 
 from django.core.management import call_command
 from django.utils import timezone
 
+from scheduler.telemetry.sample import TelemetrySample as Sample
+from tests.webapp import leases
 from webapp.core.models import AuditEvent
+from webapp.fleet.telemetry import record_samples
 from webapp.leasing import states
 from webapp.leasing.lifecycle import end_expired, run_pass
 from webapp.leasing.models import Lease
@@ -80,3 +84,31 @@ def test_lease_worker_command_runs_one_pass(owner, attested_node, ledger):
     call_command("lease_worker", "--once", stdout=out)
     assert "placed 1" in out.getvalue()
     assert state_of(lease_id) == states.PLACED
+
+
+def test_an_ended_lease_is_settled_once_its_telemetry_has_passed_its_end(owner, fleet, settings):
+    """Telemetry arrives in batches: a line settled before the last batch would be measured
+    on fewer readings than the tenant is later served for it (its audit would fail)."""
+    settings.TELEMETRY_SETTLE_WAIT_S = 60
+    gpus = fleet.gpus[:2]
+    lease = leases.active(owner.tenant, gpus)
+    lease = leases.ended(lease)
+    end_ms = int(lease.ended.timestamp() * 1000)
+    reading = functools.partial(
+        Sample, energy_mj=10**6, power_mw=300_000, util_gpu_pct=90, util_mem_pct=50, temp_c=60
+    )
+    record_samples([reading(g.uuid, end_ms - 1) for g in gpus])
+    assert settle_closed(actor="worker") == 0  # the batch holding its end is still in flight
+    record_samples([reading(gpus[0].uuid, end_ms)])
+    assert settle_closed(actor="worker") == 0  # one GPU's telemetry has not passed the end
+    record_samples([reading(gpus[1].uuid, end_ms + 1)])
+    assert settle_closed(actor="worker") == 1
+    assert Lease.objects.get(pk=lease.pk).settlements.get().measured_energy_mj == 0
+
+
+def test_a_lease_whose_telemetry_stopped_is_settled_after_the_wait(owner, fleet, settings):
+    settings.TELEMETRY_SETTLE_WAIT_S = 60
+    lease = leases.ended(leases.active(owner.tenant, fleet.gpus[:1]))
+    assert settle_closed(actor="worker") == 0
+    Lease.objects.filter(pk=lease.pk).update(ended=lease.ended - timedelta(seconds=61))
+    assert settle_closed(actor="worker") == 1

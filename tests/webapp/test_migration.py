@@ -14,6 +14,7 @@ from attest.agent.tpm import Agent
 from attest.swtpm import start_node_tpm
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.helpers import org_roots
+from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
 from tests.webapp.conftest import set_golden_values
 from webapp.attestation import service
 from webapp.core.seed import gpu_uuid
@@ -151,22 +152,6 @@ def _roots(path) -> str:
     )
 
 
-def _run_audit(tmp_path, bill: dict, receipts, roots: str, readings) -> tuple[int, str]:
-    import subprocess
-    import sys
-
-    (tmp_path / "bill.json").write_text(json.dumps(bill))
-    (tmp_path / "roots.pem").write_text(roots)
-    command = [sys.executable, "-m", "ledger", "audit-bill", str(tmp_path / "bill.json")]
-    command += ["--receipts", str(receipts), "--trust", str(tmp_path / "roots.pem")]
-    done = subprocess.run(
-        [*command, "--readings", str(readings)],
-        capture_output=True,
-        text=True,
-    )
-    return done.returncode, done.stdout + done.stderr
-
-
 def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     fleet, tenant, agent, api, owner, ledger, h100_node, settings, tmp_path
 ):
@@ -214,51 +199,66 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     relay_once(ledger)
     assert not OutboxEntry.objects.exclude(status=OutboxEntry.DONE).exists()
 
-    bill = owner.client.get("/api/v1/bills/").json()
+    evidence = fetch_evidence(owner.client, tmp_path)
+    bill = evidence.bill
     assert [(line["seq"], line["generation"]) for line in bill["lines"]] == [
         (0, first),
         (1, target),
     ]
     assert all(line["measured_energy_mj"] == 2 * 2 * 300 for line in bill["lines"])
-    receipts, readings = tmp_path / "receipts", tmp_path / "readings"
-    receipts.mkdir()
-    receipt = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
-    (receipts / f"{lease.ledger_id}.json").write_text(receipt.content.decode())
-    (readings / str(lease.ledger_id)).mkdir(parents=True)
     for line, gpus in zip(bill["lines"], (before, after), strict=True):
-        served = owner.client.get(line["evidence"]["readings"])  # the tenant's own readings
-        assert served.status_code == 200 and served["Content-Type"] == "text/csv"
-        text = served.content.decode()
+        text = (evidence.readings / line["lease"] / f"{line['seq']}.csv").read_text()
         assert {row.split(",")[1] for row in text.splitlines()} == {g.uuid for g in gpus}
-        (readings / str(lease.ledger_id) / f"{line['seq']}.csv").write_text(text)
-    roots = _roots(settings.LEDGER_PATH)
-
-    code, out = _run_audit(tmp_path, bill, receipts, roots, readings)
-    assert code == 0, out
-    assert "2 of 2 lines hold" in out
-
-    # one amount in the bill altered: that line, and only it, fails
-    forged = json.loads(json.dumps(bill))
-    forged["lines"][1]["total_micro"] += 1
-    code, out = _run_audit(tmp_path, forged, receipts, roots, readings)
-    assert code == 1 and "line 1: FAIL: total_micro" in out and "line 0: OK" in out, out
-
-    # one reading altered: the line it belongs to fails on its digest and its energy
-    path = readings / str(lease.ledger_id) / "0.csv"
-    rows = path.read_text().splitlines()
-    fields = rows[-1].split(",")
-    fields[2] = str(int(fields[2]) + 1)
-    path.write_text("\n".join([*rows[:-1], ",".join(fields)]) + "\n")
-    code, out = _run_audit(tmp_path, bill, receipts, roots, readings)
-    assert code == 1 and "line 0: FAIL: readings hash to" in out and "line 1: OK" in out, out
-    path.write_text("".join(r + "\n" for r in rows))
-
-    # another channel's roots: no line of this bill holds, however well it is signed
+    # another channel: a ledger of its own, with organisations of its own
     other = EmbeddedLedger.open(tmp_path / "other.sqlite")
     other.close()
-    code, out = _run_audit(tmp_path, bill, receipts, _roots(tmp_path / "other.sqlite"), readings)
-    assert code == 1 and out.count("is not the one you trust") >= 2, out
+    audit_holds_and_fails_on_each_edit(
+        tmp_path,
+        evidence,
+        _roots(settings.LEDGER_PATH),
+        _roots(tmp_path / "other.sqlite"),
+        "is not the one you trust",
+    )
 
-    # unusable input: exit 2
-    code, out = _run_audit(tmp_path, bill, receipts, "not a certificate", readings)
-    assert code == 2 and "--trust" in out
+
+def test_a_move_waits_for_the_telemetry_of_the_interval_it_settles(
+    fleet, tenant, agent, api, owner, ledger, h100_node, settings
+):
+    """The line settled at a move is measured on all of its readings: the move waits (at
+    most MIGRATE_TELEMETRY_WAIT_S) until every old GPU has reported past the move."""
+    import time
+
+    from scheduler.telemetry.sample import TelemetrySample as Sample
+    from webapp.fleet.telemetry import record_samples
+    from webapp.leasing.scheduling import MIGRATE_TELEMETRY_WAIT_S
+
+    settings.TELEMETRY_SETTLE_WAIT_S = 60
+    ak = enrol(agent, api)
+    set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
+    assert attest_once(agent, api, ak)["valid"]
+    relay_once(ledger)
+    moves = []
+    for hours in ("2", "3"):
+        lease = actions.request_lease(
+            owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(hours), actor=ACTOR
+        )
+        place_requested(actor=ACTOR)
+        relay_once(ledger)
+        lease.refresh_from_db()
+        gpus = list(lease.gpus.all())
+        if moves:  # this time its GPUs have already reported beyond the move
+            far = int(time.time() * 1000) + 3_600_000
+            record_samples(Sample(g.uuid, far, 10**6, 300_000, 90, 50, 60) for g in gpus)
+        target = (
+            "A100-SXM4-80GB"
+            if gpus[0].generation.catalogue_id != "A100-SXM4-80GB"
+            else ("H100-SXM5-80GB")
+        )
+        started = time.monotonic()
+        moved = owner.client.post(
+            f"/api/v1/leases/{lease.pk}/migrate/", {"generation": target}, format="json"
+        )
+        moves.append(time.monotonic() - started)
+        assert moved.status_code == 200, moved.content
+    assert moves[0] >= MIGRATE_TELEMETRY_WAIT_S  # nothing past the move came: it waited, then moved
+    assert moves[1] < 1, moves

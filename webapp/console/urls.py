@@ -19,6 +19,12 @@ urlpatterns = [
     path("leases/<int:pk>/migrate/", views.lease_migrate, name="console-lease-migrate"),
     path("leases/<int:pk>/receipt.json", views.lease_receipt_download, name="console-receipt"),
     path("leases/<int:pk>/readings.csv", views.lease_readings, name="console-readings"),
+    path(
+        "leases/<int:pk>/readings/<int:seq>.csv",
+        views.line_readings,
+        name="console-line-readings",
+    ),
     path("bills/", views.bills, name="console-bills"),
+    path("bills/<str:month>.json", views.bill_download, name="console-bill"),
     path("gpus/", views.gpus, name="console-gpus"),
 ]

@@ -20,7 +20,7 @@ from webapp.console.access import owner_action, tenant_page
 from webapp.console.progress import progress_pct
 from webapp.fleet.models import GPU, Generation
 from webapp.fleet.telemetry import samples_between
-from webapp.leasing import actions, scheduling, states
+from webapp.leasing import actions, bill_audit, scheduling, states
 from webapp.leasing import bills as bill_lines
 from webapp.leasing.api.serializers import LeaseRequestSerializer
 from webapp.leasing.models import Lease, Settlement
@@ -83,6 +83,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_cancel": lease.state in (states.REQUESTED, states.PLACED),
         "bill": bill_lines.bill(lease.settlements.all()),
     }
+    bill_audit.add_verdicts(context["bill"]["lines"])
     return render(request, "console/lease.html", context)
 
 
@@ -196,7 +197,8 @@ def lease_readings(request: HttpRequest, pk: int) -> HttpResponse:
 @tenant_page
 def bills(request: HttpRequest) -> HttpResponse:
     """Bills by month: the tenant's bill lines (webapp.leasing.bills, as the API serves them),
-    each a settlement the ledger recorded, with its evidence."""
+    each a settlement the ledger recorded, with its evidence and the verdict of re-deriving
+    it from the lease's receipt and the line's readings (webapp.leasing.bill_audit)."""
     lines = restrict_to_tenant(
         Settlement.objects.all(),
         request.membership,  # type: ignore[attr-defined]
@@ -205,7 +207,35 @@ def bills(request: HttpRequest) -> HttpResponse:
         {**bill_lines.bill(lines, month), "month_start": _month_start(month)}
         for month in bill_lines.months(lines)
     ]
-    return render(request, "console/bills.html", {"bills": by_month})
+    bill_audit.add_verdicts([line for bill in by_month for line in bill["lines"]])
+    context = {"bills": by_month, "audit_command": bill_audit.AUDIT_COMMAND}
+    return render(request, "console/bills.html", context)
+
+
+@tenant_page
+def bill_download(request: HttpRequest, month: str) -> HttpResponse:
+    """One month's bill as `GET /api/v1/bills/?month=` serves it: BILL.json of the audit."""
+    lines = restrict_to_tenant(
+        Settlement.objects.all(),
+        request.membership,  # type: ignore[attr-defined]
+    )
+    try:
+        bill = bill_lines.bill(lines, month)
+    except bill_lines.BillError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    response = JsonResponse(bill)
+    response["Content-Disposition"] = f'attachment; filename="bill-{month}.json"'
+    return response
+
+
+@tenant_page
+def line_readings(request: HttpRequest, pk: int, seq: int) -> HttpResponse:
+    """The readings behind one bill line (the rows its telemetry digest covers), as
+    `GET /api/v1/leases/<id>/readings/?seq=` serves them: READINGS/<lease>/<seq>.csv."""
+    line = get_object_or_404(_lease(request, pk).settlements, seq=seq)
+    response = HttpResponse(bill_lines.readings_csv(line), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{seq}.csv"'
+    return response
 
 
 def _month_start(month: str) -> datetime:

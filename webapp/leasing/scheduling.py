@@ -5,10 +5,12 @@ computed by the scheduler from stored telemetry. No pricing or settlement arithm
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+import time
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,7 +20,7 @@ from scheduler import api as scheduler
 from scheduler.catalogue import load_catalogue
 from webapp.attestation.models import Attestation
 from webapp.fleet.models import GPU, Node, Site
-from webapp.fleet.telemetry import latest_by_gpu, samples_between
+from webapp.fleet.telemetry import latest_by_gpu, reported_through, samples_between
 from webapp.leasing import actions, states
 from webapp.leasing.entitlements import effective_priority
 from webapp.leasing.models import Lease
@@ -26,6 +28,10 @@ from webapp.leasing.models import Lease
 log = logging.getLogger(__name__)
 
 PREVIEW_JOB_ID = "preview"
+# A move answers within this: telemetry batches land within seconds (the demo flushes every
+# 2 s); a GPU whose telemetry stopped is settled on what arrived, as at the end of a lease.
+MIGRATE_TELEMETRY_WAIT_S = 5
+TELEMETRY_POLL_S = 0.25
 LOADED_UTIL_PCT = 50  # only a reading under load tells what the GPU draws when working
 
 
@@ -278,11 +284,33 @@ def settle_closed(*, actor: str) -> int:
                 lease = closing.select_for_update(skip_locked=True).filter(pk=lease_id).first()
                 if lease is None:
                     continue  # settled meanwhile, or another worker holds it
+                if not _telemetry_in(lease):
+                    continue  # a later pass settles it on all of its readings
                 actions.settle_lease(lease, [settlement_of(lease, final=True)], actor=actor)
             done += 1
         except Exception:
             log.exception("could not settle lease %s", lease_id)
     return done
+
+
+def _telemetry_in(lease: Lease) -> bool:
+    """Whether the readings of the lease's GPUs up to its end have all been stored, so its
+    line is measured (and its readings served, webapp.leasing.bills) on the same samples;
+    after TELEMETRY_SETTLE_WAIT_S it is settled on what arrived (a GPU whose telemetry
+    stopped, on a failed node, would keep it from ever being billed)."""
+    assert lease.ended is not None
+    waited = timezone.now() - lease.ended >= timedelta(seconds=settings.TELEMETRY_SETTLE_WAIT_S)
+    end_ms = int(lease.ended.timestamp() * 1000)
+    return waited or reported_through(list(lease.gpus.all()), end_ms)
+
+
+def _await_telemetry(gpus: list[GPU], t_ms: int) -> None:
+    """Wait (at most MIGRATE_TELEMETRY_WAIT_S, and never longer than TELEMETRY_SETTLE_WAIT_S)
+    for the batch of telemetry that holds `t_ms` on every one of `gpus`: the interval settled
+    before a move is then measured on all of its readings, as a final line is."""
+    deadline = time.monotonic() + min(settings.TELEMETRY_SETTLE_WAIT_S, MIGRATE_TELEMETRY_WAIT_S)
+    while not reported_through(gpus, t_ms) and time.monotonic() < deadline:
+        time.sleep(TELEMETRY_POLL_S)
 
 
 def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
@@ -314,6 +342,7 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     placement = plan.placements[0]
     gpus = list(GPU.objects.filter(uuid__in=placement.gpus))
     now = timezone.now()
+    _await_telemetry(list(lease.gpus.all()), int(now.timestamp() * 1000))
     return actions.migrate_lease(
         lease,
         gpus,

@@ -46,10 +46,12 @@ def _fabric() -> LedgerClient:
 
 def use_local_fabric(base_port: int, log=print):  # type: ignore[no-untyped-def]
     """Bring up (or find running) the loopback Fabric network under the data folder and
-    point this process's ledger client at it as LEDGER_ORG's application. Returns the
+    point this process's ledger client at it as LEDGER_ORG's application (and, unless
+    LEDGER_TRUST_ROOTS names some, its console at the network's trust roots). Returns the
     network, so its owner (the demo) can take it down."""
     from chaincode_client.fabric_network.layout import Layout, NetworkError
     from chaincode_client.fabric_network.network import Network
+    from chaincode_client.fabric_network.roots import roots_pem
 
     try:
         network = Network.create(
@@ -59,6 +61,10 @@ def use_local_fabric(base_port: int, log=print):  # type: ignore[no-untyped-def]
     except NetworkError as exc:
         raise ImproperlyConfigured(f"the local Fabric network did not come up: {exc}") from None
     os.environ.update(network.layout.client_env(settings.LEDGER_ORG))
+    if not settings.LEDGER_TRUST_ROOTS:  # what the console audits bills with
+        roots = settings.DATA_DIR / "fabric-network" / "channel-roots.pem"
+        roots.write_text(roots_pem(network.layout))
+        settings.LEDGER_TRUST_ROOTS = str(roots)
     settings.LEDGER_BACKEND = "fabric"
     close_ledger_client()
     return network
