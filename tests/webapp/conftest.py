@@ -19,7 +19,7 @@ from attest.swtpm import LocalCA, start_node_tpm
 from webapp.attestation import service
 from webapp.attestation.models import Attestation
 from webapp.core.demo_agents import simulated_inventory
-from webapp.core.demo_governance import admin_clients, approve_demo_policies
+from webapp.core.demo_governance import admin_clients, approve_fleet_policies
 from webapp.core.seed import SITES, gpu_uuid
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
@@ -145,21 +145,21 @@ def agent(tpm):
 
 
 @pytest.fixture
-def api(fleet, live_server, trusted_ca, agent, challenge_relay, ledger):
+def api(fleet, live_server, trusted_ca, agent, challenge_relay, ledger_admins):
     """The agent API of `fleet.node`, whose policy holds the swtpm's boot-time PCR values
     (as an operator records them from a reference machine before enrolling nodes), approved
     on the ledger by both organisations' admins with the swtpm's EK CA."""
     set_golden_values(fleet.node, agent)
-    approve_on_ledger(fleet.node.pcr_policy, trusted_ca)
+    approve_fleet_policies(ledger_admins, fleet.node.pcr_policy)
     token = service.issue_node_credential(fleet.node, actor="test")
     return AgentApi(live_server.url, token)
 
 
-def approve_on_ledger(policy: PcrPolicy, ca_dir) -> None:
-    """Both organisations' admins approve the EK CA in `ca_dir` and the PCR policy."""
-    pems = [path.read_text() for path in sorted(ca_dir.glob("*.pem"))]
+@pytest.fixture
+def ledger_admins(ledger):
+    """An admin client of each organisation on the test's ledger."""
     with admin_clients() as admins:
-        approve_demo_policies(admins, policy, pems)
+        yield admins
 
 
 def enrol_node(agent: Agent, api: AgentApi, alg: str = AK_ECC) -> AkKey:

@@ -21,6 +21,7 @@ from ledger.fabric_receipt import verify_fabric_receipt
 from tests.fabric.network_fixture import new_chaincode
 from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
 from tests.webapp.helpers import line, place
+from webapp.core.demo_governance import admin_clients
 from webapp.leasing import actions
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
@@ -43,6 +44,13 @@ def ledger(settings, fabric_network, monkeypatch):
     close_ledger_client()
     yield ledger_client()
     close_ledger_client()
+
+
+@pytest.fixture
+def ledger_admins(ledger, fabric_network):
+    """Each organisation's Admin (cryptogen's, OU=admin) on the app's contract."""
+    with admin_clients(fabric_network) as admins:
+        yield admins
 
 
 def relay_all(ledger) -> None:

@@ -126,9 +126,10 @@ def test_node_page_shows_a_failed_quote_and_the_pcr_that_differs(
 ):
     # as the demo's tampered node: PCR 7 is extended after a good quote
     golden = Node.objects.get(pk=fleet.node.pk).pcr_policy.pcrs["sha256"]["7"]
+    ak = enrol_node(agent, api)  # enrolled while it booted as the policy says
     agent.extend_pcr(7, b"a changed boot configuration")
     measured = agent.read_pcrs("sha256:7")["sha256"][7].hex()
-    verdict = attest_once(agent, api, enrol_node(agent, api))
+    verdict = attest_once(agent, api, ak)
     assert verdict["valid"] is False, verdict
     body = staff.get("/ops/nodes/node-1/data.json?range=1h").json()
     assert body["node"]["trust"] == "failed"

@@ -60,9 +60,9 @@ class DemoAgents:
         self.threads: list[threading.Thread] = []
         self.stop_event = threading.Event()
 
-    def prepare(self, nodes: list[Node], policy: PcrPolicy, progress=print) -> list[str]:
-        """Start the swtpms, trust their EK CA and record the golden values from the first
-        node; returns the EK CA certificates (PEM) for the ledger's approved EK roots."""
+    def prepare(self, nodes: list[Node], policy: PcrPolicy, progress=print) -> None:
+        """Start the swtpms, trust their EK CA (TPM_EK_CA_DIR) and record the golden values
+        from the first node."""
         ca = LocalCA(self.root / "ca")
         for node in nodes:
             progress(f"  starting swtpm for {node.name}…")
@@ -73,7 +73,6 @@ class DemoAgents:
         shutil.copy(ca.root_cert_file, ca_dir / "demo-swtpm-root.pem")
         shutil.copy(ca.issuer_cert_file, ca_dir / "demo-swtpm-issuer.pem")
         self._record_golden_values(policy, nodes[0])
-        return [ca.root_cert_file.read_text(), ca.issuer_cert_file.read_text()]
 
     def launch(self, nodes: list[Node]) -> None:
         """One agent thread per node: enrol, then attest on a schedule."""

@@ -2,22 +2,24 @@
 the EK roots (the swtpm's EK CA, made at run time) and the PCR policy are proposed by one
 organisation's admin and approved by the other's, two transactions by two identities.
 
-Demo only: in a real deployment each organisation's admin holds its own key and signs from
-its own machine (`ledger` CLI or the peer tools); this process holds both admins' keys only
-because the demo plays both organisations.
+Demo (and test) only: in a real deployment each organisation's admin holds its own key and
+submits from its own machine (chaincode_client.governance.decide with one admin client
+each); this process holds both admins' keys only because the demo plays both organisations.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from cryptography.hazmat.primitives.serialization import Encoding
 from django.conf import settings
 
-from chaincode_client.interface import EndorsementError, LedgerClient
+from chaincode_client.governance import decide
+from chaincode_client.interface import LedgerClient
 from ledger.ek_binding import EK_ROOTS_KEY
+from webapp.attestation.service import load_ca_certificates
 from webapp.fleet.models import PcrPolicy
 from webapp.outbox.ledger import ledger_client
 from webapp.outbox.records import pcr_policy_document, pcr_policy_id
@@ -41,8 +43,14 @@ def admin_clients(network: Any = None) -> Iterator[list[LedgerClient]]:
     else:
         from chaincode_client.fabric.client import FabricGatewayClient
 
+        chaincode = ledger_client().chaincode  # type: ignore[attr-defined]
         clients = [
-            FabricGatewayClient.from_env(network.layout.client_env(org.msp_id, FABRIC_ADMIN_USER))
+            FabricGatewayClient.from_env(
+                {
+                    **network.layout.client_env(org.msp_id, FABRIC_ADMIN_USER),
+                    "FABRIC_CHAINCODE": chaincode,  # the app's contract, wherever it runs
+                }
+            )
             for org in network.layout.orgs
         ]
     try:
@@ -52,25 +60,10 @@ def admin_clients(network: Any = None) -> Iterator[list[LedgerClient]]:
             client.close()
 
 
-def decide(clients: list[LedgerClient], kind: str, key: str, document: dict[str, Any]) -> bool:
-    """Put `document` in force for (kind, key): proposed by the first organisation's admin,
-    approved by the second's. False, and nothing written, when it is already in force."""
+def approve_fleet_policies(clients: list[LedgerClient], policy: PcrPolicy) -> None:
+    """The EK CAs this deployment trusts (TPM_EK_CA_DIR: the demo's swtpm CA) as the
+    channel's EK roots, and the fleet's PCR policy."""
+    pems = [cert.public_bytes(Encoding.PEM).decode() for cert in load_ca_certificates()]
     proposer, approver = clients[0], clients[1]
-    try:
-        current = json.loads(proposer.evaluate("GetPolicy", json.dumps({"kind": kind, "key": key})))
-        if current["document"] == document:
-            return False
-    except EndorsementError:  # [governance.no_policy]: none approved yet
-        pass
-    request = {"kind": kind, "key": key, "document": document}
-    proposal = json.loads(proposer.submit("ProposePolicy", json.dumps(request)).payload)
-    approver.submit("ApprovePolicy", json.dumps({"proposal_id": proposal["proposal_id"]}))
-    return True
-
-
-def approve_demo_policies(
-    clients: list[LedgerClient], policy: PcrPolicy, ek_ca_pems: list[str]
-) -> None:
-    """The EK CA the demo's swtpms are certified by, and the fleet's PCR policy."""
-    decide(clients, "ek_roots", EK_ROOTS_KEY, {"certificates": ek_ca_pems})
-    decide(clients, "pcr_policy", pcr_policy_id(policy), pcr_policy_document(policy))
+    decide(proposer, approver, "ek_roots", EK_ROOTS_KEY, {"certificates": pems})
+    decide(proposer, approver, "pcr_policy", pcr_policy_id(policy), pcr_policy_document(policy))

@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT
 from webapp.core.demo_agents import DemoAgents
-from webapp.core.demo_governance import admin_clients, approve_demo_policies
+from webapp.core.demo_governance import admin_clients, approve_fleet_policies
 from webapp.core.demo_loop import DEMO_HOUR_S, DemoLoop
 from webapp.core.history import seed_history
 from webapp.core.seed import OPERATOR, seed_demo
@@ -101,10 +101,10 @@ class Command(BaseCommand):
         self.stdout.write("Starting one swtpm and node agent per node…")
         nodes = list(Node.objects.order_by("name"))
         policy = PcrPolicy.objects.get(name="demo-boot-policy")
-        ek_ca_pems = agents.prepare(nodes, policy, progress=self.stdout.write)
+        agents.prepare(nodes, policy, progress=self.stdout.write)
         self.stdout.write("Both organisations' admins approve the EK roots and PCR policy…")
         with admin_clients(network) as admins:
-            approve_demo_policies(admins, policy, ek_ca_pems)
+            approve_fleet_policies(admins, policy)
         agents.launch(nodes)
         loop = None if no_loop else DemoLoop()
         if loop:
