@@ -89,6 +89,21 @@ def cmd_quote(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     }
 
 
+def _inventory(args: argparse.Namespace) -> list[dict[str, str]] | None:
+    """--inventory: a JSON list of {uuid, name, serial}; None: read NVML at enrolment."""
+    from attest.cli import UsageError, read_input
+
+    if args.inventory is None:
+        return None
+    try:
+        gpus = json.loads(read_input(args.inventory, "GPU inventory"))
+    except ValueError as exc:
+        raise UsageError(f"--inventory {args.inventory}: not JSON: {exc}") from None
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus):
+        raise UsageError(f"--inventory {args.inventory}: must be a list of {{uuid, name, serial}}")
+    return gpus
+
+
 def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     """Enrol with the server (once; the AK is kept in --state), then answer a challenge every
     --interval seconds, for --rounds rounds or until SIGTERM/SIGINT."""
@@ -107,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     verdicts = {"valid": 0, "invalid": 0, "errors": 0}
     try:
         with _agent(args) as agent:
-            ak = load_or_enrol(agent, api, Path(args.state), args.alg)
+            ak = load_or_enrol(agent, api, Path(args.state), args.alg, _inventory(args))
             rounds, wait_s = 0, args.interval or DEFAULT_INTERVAL_S
             while not stop.is_set() and (args.rounds == 0 or rounds < args.rounds):
                 try:
@@ -124,6 +139,8 @@ def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                     stop.wait(wait_s)
     except AgentApiError as exc:
         raise UsageError(f"enrolment refused: {exc}") from None
+    except RuntimeError as exc:  # NVML missing: say how to report the GPUs instead
+        raise UsageError(f"GPU inventory: {exc}; pass --inventory FILE") from None
     return (0 if verdicts["valid"] and not verdicts["invalid"] else 1), verdicts
 
 
@@ -155,4 +172,10 @@ def add_agent_parser(sub: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--rounds", type=int, default=0, help="stop after N quotes (0: never)")
     run.add_argument("--alg", choices=["ecc", "rsa"], default="ecc")
+    run.add_argument(
+        "--inventory",
+        default=None,
+        help="JSON file of the GPUs to report at enrolment ([{uuid, name, serial}]); "
+        "default: read them from NVML",
+    )
     run.set_defaults(func=_tpm_errors(cmd_run))

@@ -18,6 +18,7 @@ MAX_EXTRA_DATA_BYTES = 64  # TPM2B_DATA in an attest is at most a digest in size
 MAX_SIG_BYTES = 512  # RSA-4096 signature
 MAX_ECC_SCALAR_BYTES = 66  # P-521
 MAX_ATTESTED_BYTES = 1024
+MAX_PCR_DIGEST_BYTES = 64  # a TPM2B_DIGEST: the largest digest
 # TPMS_CLOCK_INFO (clock u64, resetCount u32, restartCount u32, safe u8) + firmwareVersion u64
 CLOCK_AND_FIRMWARE = struct.Struct(">QIIBQ")
 MAGIC_AND_TYPE = struct.Struct(">IH")  # the attested union for non-quote types, kept raw
@@ -103,6 +104,74 @@ class Attest(NamedTuple):
 
 def parse_attest(data: bytes) -> Attest:
     """Parse TPMS_ATTEST, raw (as `tpm2_quote -m` writes) or wrapped in TPM2B_ATTEST."""
+    if type(data) is bytes:
+        quote = _well_formed_quote(data)
+        if quote is not None:
+            return quote
+    return _parse_attest(data)
+
+
+def _well_formed_quote(data: bytes) -> Attest | None:
+    """The verifier's hot path: a quote that passes every check `_parse_attest` makes, parsed
+    with plain index arithmetic (no Reader, no per-field calls); None for anything else, which
+    `_parse_attest` then parses or refuses with the field and offset. Both give the same
+    Attest for every input they both accept (tests/attest/test_parsers_fuzz.py)."""
+    size = len(data)
+    if size >= 2 and (data[0] << 8 | data[1]) == size - 2:
+        data, size = data[2:], size - 2
+    if size < MAGIC_AND_TYPE.size + 2:
+        return None
+    magic, st = MAGIC_AND_TYPE.unpack_from(data, 0)
+    signer_end = 8 + (data[6] << 8 | data[7])
+    if st != C.TPM_ST_ATTEST_QUOTE or signer_end - 8 > MAX_NAME_BYTES or signer_end + 2 > size:
+        return None
+    extra_end = signer_end + 2 + (data[signer_end] << 8 | data[signer_end + 1])
+    if extra_end - signer_end - 2 > MAX_EXTRA_DATA_BYTES:
+        return None
+    at = extra_end + CLOCK_AND_FIRMWARE.size
+    if at + 4 > size:
+        return None
+    clock, reset_count, restart_count, safe, firmware = CLOCK_AND_FIRMWARE.unpack_from(
+        data, extra_end
+    )
+    count = int.from_bytes(data[at : at + 4], "big")
+    if safe > 1 or count > C.MAX_PCR_BANKS:
+        return None
+    at += 4
+    banks: list[tuple[int, frozenset[int]]] = []
+    for _ in range(count):
+        if at + 3 > size:
+            return None
+        alg, select = data[at] << 8 | data[at + 1], data[at + 2]
+        end = at + 3 + select
+        if alg not in C.HASH_ALGS or not 1 <= select <= C.MAX_PCR_SELECT_BYTES or end > size:
+            return None
+        if any(alg == seen for seen, _ in banks):
+            return None
+        banks.append((alg, bitmap_to_pcrs(data[at + 3 : end])))
+        at = end
+    if at + 2 > size or (data[at] << 8 | data[at + 1]) > MAX_PCR_DIGEST_BYTES:
+        return None
+    if at + 2 + (data[at] << 8 | data[at + 1]) != size:  # the digest ends the structure
+        return None
+    return Attest(
+        magic,
+        st,
+        data[8:signer_end],
+        data[signer_end + 2 : extra_end],
+        clock,
+        reset_count,
+        restart_count,
+        bool(safe),
+        firmware,
+        tuple(banks),
+        data[at + 2 :],
+        data,
+    )
+
+
+def _parse_attest(data: bytes) -> Attest:
+    """Every TPMS_ATTEST, each failure named by field and offset."""
     r = Reader(data, "TPMS_ATTEST")
     # A raw TPMS_ATTEST starts with the magic 0xff54..., which no bounded size prefix equals.
     if len(r.data) >= 2 and int.from_bytes(r.data[:2], "big") == len(r.data) - 2:
@@ -124,7 +193,7 @@ def parse_attest(data: bytes) -> Attest:
     digest = b""
     if st == C.TPM_ST_ATTEST_QUOTE:
         selection = read_pcr_selection(r, "attested.quote.pcrSelect")
-        digest = r.tpm2b("attested.quote.pcrDigest", 64)
+        digest = r.tpm2b("attested.quote.pcrDigest", MAX_PCR_DIGEST_BYTES)
     elif r.remaining() > MAX_ATTESTED_BYTES:
         raise r.fail("attested", f"{r.remaining()} bytes exceeds {MAX_ATTESTED_BYTES}")
     else:
@@ -161,6 +230,30 @@ ECC_SIG_ALGS = {C.ALG_ECDSA, 0x001A, 0x001B, 0x001C}  # ECDSA, ECDAA, SM2, ECSCH
 
 def parse_signature(data: bytes) -> Signature:
     """Parse TPMT_SIGNATURE (as `tpm2_quote -s` writes in its default tss format)."""
+    if type(data) is bytes:
+        ecc = _well_formed_ecc_signature(data)
+        if ecc is not None:
+            return ecc
+    return _parse_signature(data)
+
+
+def _well_formed_ecc_signature(data: bytes) -> Signature | None:
+    """The hot path for an ECC signature that passes every check `_parse_signature` makes
+    (None for anything else, which `_parse_signature` then parses or refuses)."""
+    size = len(data)
+    if size < 8 or (data[0] << 8 | data[1]) not in ECC_SIG_ALGS:
+        return None
+    r_end = 6 + (data[4] << 8 | data[5])
+    if r_end - 6 > MAX_ECC_SCALAR_BYTES or r_end + 2 > size:
+        return None
+    s_end = r_end + 2 + (data[r_end] << 8 | data[r_end + 1])
+    if s_end - r_end - 2 > MAX_ECC_SCALAR_BYTES or s_end != size:
+        return None
+    alg, hash_alg = data[0] << 8 | data[1], data[2] << 8 | data[3]
+    return Signature(alg, hash_alg, r=data[6:r_end], s=data[r_end + 2 : s_end])
+
+
+def _parse_signature(data: bytes) -> Signature:
     r = Reader(data, "TPMT_SIGNATURE")
     alg_at = r.offset
     alg = r.u16("sigAlg")

@@ -70,7 +70,16 @@ MAX_PCR_SELECT_BYTES = 4  # TPM2_PCR_SELECT_MAX on PC Client TPMs
 MAX_PCR_BANKS = 16  # TPM2_NUM_PCR_BANKS in the TSS headers
 
 
+_HASHLIB = {
+    ALG_SHA1: hashlib.sha1,
+    ALG_SHA256: hashlib.sha256,
+    ALG_SHA384: hashlib.sha384,
+    ALG_SHA512: hashlib.sha512,
+}
+
+
 def hash_bytes(alg: int, data: bytes) -> bytes:
     """Digest `data` with TPM hash algorithm `alg` (caller checked `alg` in HASH_ALGS).
-    hashlib, not cryptography's Hash: same OpenSSL underneath, a third of the call cost."""
-    return hashlib.new(HASH_NAMES[alg], data).digest()
+    hashlib, not cryptography's Hash: same OpenSSL underneath, a third of the call cost; its
+    named constructors, not hashlib.new(name), which looks the name up on every call."""
+    return _HASHLIB[alg](data).digest()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -125,12 +125,15 @@ def _check_scheme(ak: LoadedAk, sig: Signature, v: Verdict) -> bool:
 
 def _signature_ok(ak: LoadedAk, sig: Signature, message: bytes) -> str | None:
     """None when the signature verifies; otherwise why not."""
-    key = ak.key
     try:
-        if isinstance(key, ec.EllipticCurvePublicKey):
+        if ak.is_ecc:  # known when the AK was loaded: no ABC isinstance per call
             der = encode_dss_signature(int.from_bytes(sig.r, "big"), int.from_bytes(sig.s, "big"))
-            key.verify(der, message, ECDSA_BY_HASH[sig.hash_alg])
-        elif sig.sig_alg == C.ALG_RSAPSS:
+            cast(ec.EllipticCurvePublicKey, ak.key).verify(
+                der, message, ECDSA_BY_HASH[sig.hash_alg]
+            )
+            return None
+        key = cast(rsa.RSAPublicKey, ak.key)
+        if sig.sig_alg == C.ALG_RSAPSS:
             algo = C.HASH_ALGS[sig.hash_alg]()
             pss = padding.PSS(mgf=padding.MGF1(algo), salt_length=padding.PSS.AUTO)
             key.verify(sig.sig, message, pss, algo)
@@ -143,26 +146,35 @@ def _signature_ok(ak: LoadedAk, sig: Signature, message: bytes) -> str | None:
     return None
 
 
-def _expected_digest(att: Attest, hash_alg: int, values: PcrValues, v: Verdict) -> bytes | None:
-    """H(PCR values concatenated in the quote's selection order), or None if values missing."""
+def _expected_digest(
+    att: Attest, hash_alg: int, values: PcrValues, v: Verdict
+) -> tuple[bytes, dict[str, dict[int, bytes]]] | None:
+    """H(PCR values concatenated in the quote's selection order) and those values by bank,
+    or None if values are missing."""
     parts: list[bytes] = []
+    used: dict[str, dict[int, bytes]] = {}
     for alg, pcrs in att.pcr_select:
-        found = values.get(C.HASH_NAMES[alg])
+        name = C.HASH_NAMES[alg]
+        found = values.get(name)
         bank: dict[Any, Any] = found if isinstance(found, dict) else {}
-        for pcr in sorted(pcrs):
+        size = C.DIGEST_SIZES[alg]
+        used[name] = chosen = {}
+        for pcr in _in_order(pcrs):
             # int keys; str keys too, as the values arrive after a JSON round trip
             value = bank.get(pcr)
             if value is None:
                 value = bank.get(str(pcr))
-            if not isinstance(value, bytes) or len(value) != C.DIGEST_SIZES[alg]:
-                v.add("pcr_values_incomplete", f"no valid {C.HASH_NAMES[alg]} PCR {pcr} value")
+            if not isinstance(value, bytes) or len(value) != size:
+                v.add("pcr_values_incomplete", f"no valid {name} PCR {pcr} value")
                 return None
             parts.append(value)
-    return C.hash_bytes(hash_alg, b"".join(parts))
+            chosen[pcr] = value
+    return C.hash_bytes(hash_alg, b"".join(parts)), used
 
 
-def _value(bank: dict[Any, bytes], pcr: int) -> bytes:
-    return bank[pcr] if pcr in bank else bank[str(pcr)]
+@lru_cache(maxsize=1024)  # a fleet uses a handful of distinct selections
+def _in_order(pcrs: frozenset[int]) -> tuple[int, ...]:
+    return tuple(sorted(pcrs))
 
 
 def _check_selection(att: Attest, policy: PcrPolicy, v: Verdict) -> None:
@@ -339,14 +351,10 @@ def _check_body(
     _check_selection(att, policy, v)
     values = pcr_values if isinstance(pcr_values, dict) else {}
     expected = _expected_digest(att, sig.hash_alg, values, v)
-    if expected is not None and not hmac.compare_digest(expected, att.pcr_digest):
+    if expected is not None and not hmac.compare_digest(expected[0], att.pcr_digest):
         v.add("pcr_digest_mismatch", "the reported PCR values do not hash to the quoted pcrDigest")
     elif expected is not None:
-        # Only values the signed digest vouches for are reported and compared.
-        v.pcr_values = {
-            C.HASH_NAMES[alg]: {p: _value(values[C.HASH_NAMES[alg]], p) for p in sorted(pcrs)}
-            for alg, pcrs in att.pcr_select
-        }
+        v.pcr_values = expected[1]  # only values the signed digest vouches for are reported
         _check_golden(v.pcr_values, policy, v)
     _check_clock(v.clock, previous_clock, v)
     return v

@@ -25,7 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
 from tests.ledger.conftest import swtpm_node
-from tests.ledger.helpers import js, quote_request, register_node
+from tests.ledger.helpers import (
+    approve_on_engine,
+    js,
+    pcr_policy,
+    quote_request,
+    register_node,
+)
 
 MAX_AGE_S = 86_400
 BLOCK_SIZE = 250
@@ -49,10 +55,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
     try:
         with swtpm_node(workdir / "swtpm", aks=1) as node_tpm:
             client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "bench"))
+            policy = approve_on_engine(ledger, "bench", pcr_policy(node_tpm.golden, MAX_AGE_S))
             nodes = [f"bench-n{n}" for n in range(args.nodes)]
             for n, node_id in enumerate(nodes):
                 gpus = [(f"GPU-{n}", "H100")]
-                register_node(client, node_tpm, node_id, 0, gpus, max_age_s=MAX_AGE_S)
+                register_node(client, node_tpm, node_id, 0, gpus, policy_id=policy)
             challenge_s = record_s = 0.0
             valid = 0
             for round_no in range(args.rounds):

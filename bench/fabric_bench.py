@@ -38,6 +38,7 @@ from bench.fabric_clients import (
     CLIENTS,
     DEFAULT_FN,
     Workload,
+    approve_policy,
     default_template,
     identity_env,
     node_env,
@@ -68,7 +69,9 @@ def ratio(a: float, b: float) -> float | None:
 
 def single(args: argparse.Namespace) -> int:
     """Both clients once, at one concurrency, against the network FABRIC_* names (or a bare
-    plaintext address, to check the harness)."""
+    plaintext address, to check the harness). The default workload registers under the PCR
+    policy POLICY_ID, which two organisations' admins must have approved on that channel
+    (`approve_policy`; the --network mode does it itself)."""
     if args.plaintext:
         msp_id, msp_dir = args.msp_id, Path(args.msp_dir)
         identity, signer = load_msp(msp_dir, msp_id)
@@ -175,6 +178,14 @@ def levels(args: argparse.Namespace) -> int:
         report["bring_up_fresh_folder"] = fresh
         pids = {n: processes.running_pid(layout, n) for n in layout.process_names()}
         settings = FabricSettings.from_env(layout.client_env(layout.orgs[0].msp_id))
+        admins = [
+            FabricGatewayClient.from_env(layout.client_env(o.msp_id, "Admin")) for o in layout.orgs
+        ]
+        try:
+            approve_policy(admins[0], admins[1])  # the default workload's PCR policy
+        finally:
+            for admin in admins:
+                admin.close()
         workload = Workload(args.fn, args.template or default_template(settings.msp_id), {})
         workload.node_env = node_env(settings)
         client = FabricGatewayClient.from_settings(settings)

@@ -20,26 +20,36 @@ from pathlib import Path
 from attest.public import software_ak_public
 from chaincode_client.fabric.client import FabricGatewayClient
 from chaincode_client.fabric.config import FabricSettings
+from chaincode_client.governance import decide
+from chaincode_client.interface import LedgerClient
 
 NODE_DIR = Path(__file__).resolve().parent / "fabric-node"
 NODE_TIMEOUT_S = 1800
 DEFAULT_FN = "RegisterNode"
+POLICY_ID = "bench-zero"  # the PCR policy the default workload registers under
+POLICY = {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 600}
 CLIENTS = ("python", "node")
 
 
 def default_template(msp_id: str) -> str:
     """A RegisterNode request the contract accepts: a software AK made for this run (a
-    restricted-signing P-256 TPM2B_PUBLIC) and one GPU; `RUN` and `{i}` make every
-    transaction's node and GPU new, so each writes fresh keys and none conflicts."""
+    restricted-signing P-256 TPM2B_PUBLIC), one GPU, and the PCR policy POLICY_ID (approved
+    first: `approve_policy`); `RUN` and `{i}` make every transaction's node and GPU new, so
+    each writes fresh keys and none conflicts."""
     return json.dumps(
         {
             "node_id": "bench-RUN-{i}",
             "org": msp_id,
             "ak_public": base64.b64encode(software_ak_public()).decode(),
             "gpus": [{"uuid": "GPU-RUN-{i}", "generation": "H100"}],
-            "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 600},
+            "pcr_policy_id": POLICY_ID,
         }
     )
+
+
+def approve_policy(proposer: LedgerClient, approver: LedgerClient) -> None:
+    """Two organisations' admins put the bench's PCR policy in force (once per channel)."""
+    decide(proposer, approver, "pcr_policy", POLICY_ID, POLICY)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -39,28 +39,32 @@ from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import swtpm_node
 from tests.ledger.helpers import (
     H100,
+    approve_on_engine,
     attest,
     lease_request,
     lease_terms,
     now_ms,
     org_roots,
+    pcr_policy,
     register_node,
     settle_request,
 )
 
 GPUS_PER_NODE = 64
+MAX_AGE_S = 86_400  # attestations stay good for the whole run
 HOUR_MS = 3_600_000
 
 
 def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str], dict]:
     with swtpm_node(workdir / "swtpm", aks=1) as node_tpm:
         client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "setup"))
+        policy = approve_on_engine(ledger, "bench", pcr_policy(node_tpm.golden, MAX_AGE_S))
         nodes = (leases + GPUS_PER_NODE - 1) // GPUS_PER_NODE
         gpus, att_of = [], {}
         for n in range(nodes):
             node_id = f"bench-n{n}"
             inventory = [(f"GPU-{n}-{g}", H100) for g in range(GPUS_PER_NODE)]
-            register_node(client, node_tpm, node_id, 0, inventory, max_age_s=86_400)
+            register_node(client, node_tpm, node_id, 0, inventory, policy_id=policy)
             att_id = attest(client, node_tpm, node_id, 0)["attestation_id"]
             for uuid, _ in inventory:
                 gpus.append(uuid)

@@ -27,7 +27,12 @@ def drain(rows: int, batch: int, block_timeout_s: float, workdir: Path) -> dict:
     from django.core.management import call_command
     from django.db import connection
 
-    from tests.ledger.helpers import software_ak_b64
+    from tests.ledger.helpers import (
+        ZERO_PCR_POLICY,
+        ZERO_POLICY_ID,
+        approve_on_engine,
+        software_ak_b64,
+    )
     from webapp.outbox.ledger import close_ledger_client, ledger_client
     from webapp.outbox.models import OutboxEntry
     from webapp.outbox.records import enqueue
@@ -44,10 +49,12 @@ def drain(rows: int, batch: int, block_timeout_s: float, workdir: Path) -> dict:
                 "org": "Org1MSP",
                 "ak_public": ak,
                 "gpus": [{"uuid": f"GPU-bench-{n}", "generation": "H100-SXM5-80GB"}],
-                "pcr_policy": {"pcrs": {"sha256": {"7": "ab" * 32}}, "max_age_s": 60},
+                "pcr_policy_id": ZERO_POLICY_ID,
             },
         )
     client = ledger_client()
+    approve_on_engine(client.engine, ZERO_POLICY_ID, ZERO_PCR_POLICY)  # type: ignore[attr-defined]
+    base = client.engine.height  # type: ignore[attr-defined]
     client.engine.block_timeout_s = block_timeout_s  # type: ignore[attr-defined]
     start = time.perf_counter()
     counts: dict[str, int] = {}
@@ -57,7 +64,7 @@ def drain(rows: int, batch: int, block_timeout_s: float, workdir: Path) -> dict:
         print(f"  {sum(counts.values())}/{rows} rows", end="\r", file=sys.stderr)
     elapsed = time.perf_counter() - start
     print(file=sys.stderr)
-    blocks = client.engine.height - 1  # type: ignore[attr-defined]
+    blocks = client.engine.height - base  # type: ignore[attr-defined]
     close_ledger_client()
     connection.close()
     return {

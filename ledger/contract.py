@@ -85,9 +85,9 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
 
     async def RegisterNode(self, ctx: TransactionContext, request: str) -> str:
         """{node_id, org, ak_public (b64 TPM2B_PUBLIC), gpus: [{uuid, generation}],
-        pcr_policy_id (a policy both organisations approved) or, declared by the node's own
-        organisation alone, pcr_policy: {pcrs: {sha256: {index: hex}}, max_age_s},
-        ek_binding (required once the channel approved EK roots; see ledger.ek_binding)}"""
+        pcr_policy_id (a PCR policy both organisations approved; an inline pcr_policy is
+        refused), ek_binding and enrolment_quote (required once the channel approved EK
+        roots; see ledger.ek_binding)}"""
         req = args.load_object(request)
         node_id, org = args.identifier(req, "node_id"), args.identifier(req, "org")
         ak_public = args.b64bytes(req, "ak_public")
@@ -108,8 +108,8 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
                     "ak_public": req["ak_public"],
                     "gpus": gpus,
                     "ek_binding": binding,
+                    "pcr_policy_id": policy_id,
                 }
-                asked.update({"pcr_policy_id": policy_id} if policy_id else {"pcr_policy": policy})
                 if _same(node, asked):
                     return _out(node)  # a retried submission: same answer, nothing written
                 raise ContractError(f"node {node_id} is already registered; revoke its AK first")
@@ -128,7 +128,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
             "ak_epoch": epoch,
             "gpus": gpus,
             "pcr_policy": policy,
-            "pcr_policy_id": policy_id,  # None: an inline policy its own org declared
+            "pcr_policy_id": policy_id,
             "ek_binding": binding,  # None: registered before the channel approved EK roots
             "revoked": False,
             "registered_tx": stub.get_txid(),

@@ -54,13 +54,19 @@ async def governed_pcr_policy(stub: Any, policy_id: str) -> dict[str, Any]:
     return policy
 
 
-async def registration_policy(stub: Any, req: dict[str, Any]) -> tuple[str | None, Any]:
-    """(policy id, policy) of a RegisterNode request: a governed policy named by
-    pcr_policy_id, or an inline pcr_policy (declared by the node's organisation alone)."""
-    if "pcr_policy_id" in req:
-        policy_id = args.identifier(req, "pcr_policy_id")
-        return policy_id, await governed_pcr_policy(stub, policy_id)
-    return None, args.pcr_policy(req)
+async def registration_policy(stub: Any, req: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(policy id, policy) of a RegisterNode request: the PCR policy both organisations
+    approved, named by pcr_policy_id. Golden values one organisation declares alone (an
+    inline pcr_policy) are refused: the registering organisation would set its own bar."""
+    if "pcr_policy" in req:
+        raise ContractError(
+            "[enrol.inline_policy] pcr_policy: a node registers under a PCR policy both "
+            "organisations approved (pcr_policy_id; ProposePolicy kind pcr_policy, then "
+            "ApprovePolicy by the other organisation), not golden values its own "
+            "organisation declares"
+        )
+    policy_id = args.identifier(req, "pcr_policy_id")
+    return policy_id, await governed_pcr_policy(stub, policy_id)
 
 
 async def load_lease(stub: Any, lease_id: str) -> dict[str, Any]:

@@ -17,7 +17,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from attest.agent.tpm import AK_ECC, Agent, AkKey
+from attest.agent.tpm import AK_ECC, Agent, AkKey, QuoteEvidence
+from attest.inventory import inventory_digest, read_nvml_inventory
 
 log = logging.getLogger("attest.agent")
 
@@ -65,8 +66,16 @@ class AgentApi:
             raise AgentApiError(exc.code, body) from None
 
 
-def enrol(agent: Agent, api: AgentApi, alg: str = AK_ECC) -> AkKey:
-    """Create an AK, prove it shares a TPM with the EK, and register it with the server."""
+def enrol(
+    agent: Agent,
+    api: AgentApi,
+    alg: str = AK_ECC,
+    inventory: list[dict[str, str]] | None = None,
+) -> AkKey:
+    """Create an AK, prove it shares a TPM with the EK, and quote over the GPU inventory
+    (`inventory`: {uuid, name, serial} per GPU; default: what NVML reports on this host)
+    with its digest as qualifying data, so the ledger records the GPUs this node reported."""
+    gpus = read_nvml_inventory() if inventory is None else inventory
     request = agent.enrol(alg)
     payload = {"ek_public": _b64(request.ek_public), "ak_public": _b64(request.ak.public)}
     if request.ek_certificate:
@@ -77,8 +86,24 @@ def enrol(agent: Agent, api: AgentApi, alg: str = AK_ECC) -> AkKey:
         base64.b64decode(challenge["credential_blob"]),
         base64.b64decode(challenge["secret"]),
     )
-    api.post("enrol/activate/", {"answer": _b64(answer)})
+    digest = inventory_digest(challenge["node_id"], gpus)
+    evidence = agent.quote(request.ak, digest, challenge["selection"])
+    api.post(
+        "enrol/activate/",
+        {"answer": _b64(answer), "inventory": gpus, "enrolment_quote": _evidence(evidence)},
+    )
     return request.ak
+
+
+def _evidence(evidence: QuoteEvidence) -> dict[str, Any]:
+    return {
+        "quote": _b64(evidence.quote),
+        "signature": _b64(evidence.signature),
+        "pcr_values": {
+            bank: {str(i): v.hex() for i, v in pcrs.items()}
+            for bank, pcrs in evidence.pcr_values.items()
+        },
+    }
 
 
 def fetch_challenge(api: AgentApi, wait_s: float = CHALLENGE_WAIT_S) -> dict[str, Any]:
@@ -110,27 +135,22 @@ def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
     challenge = fetch_challenge(api)
     nonce = bytes.fromhex(challenge["nonce"])
     evidence = agent.quote(ak, nonce, challenge["selection"])
-    verdict = api.post(
-        "quote/",
-        {
-            "nonce": nonce.hex(),
-            "quote": _b64(evidence.quote),
-            "signature": _b64(evidence.signature),
-            "pcr_values": {
-                bank: {str(i): v.hex() for i, v in pcrs.items()}
-                for bank, pcrs in evidence.pcr_values.items()
-            },
-        },
-    )
+    verdict = api.post("quote/", {"nonce": nonce.hex(), **_evidence(evidence)})
     if isinstance(challenge.get("interval_s"), (int, float)):
         verdict["interval_s"] = challenge["interval_s"]
     return verdict
 
 
-def load_or_enrol(agent: Agent, api: AgentApi, state: Path, alg: str = AK_ECC) -> AkKey:
+def load_or_enrol(
+    agent: Agent,
+    api: AgentApi,
+    state: Path,
+    alg: str = AK_ECC,
+    inventory: list[dict[str, str]] | None = None,
+) -> AkKey:
     if state.exists():
         return AkKey.from_dict(json.loads(state.read_text()))
-    ak = enrol(agent, api, alg)
+    ak = enrol(agent, api, alg, inventory)
     state.parent.mkdir(parents=True, exist_ok=True)
     state.write_text(json.dumps(ak.to_dict()))
     return ak

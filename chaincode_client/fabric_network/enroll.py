@@ -21,6 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from chaincode_client.fabric_network.layout import HOST, Layout, NetworkError, Org
 
 CERT_DAYS = 365
+CLOCK_SLACK = dt.timedelta(minutes=5)  # valid a little before issue, for clocks behind ours
 ROLES = ("client", "admin", "peer")
 
 
@@ -44,13 +45,16 @@ def _issue(
     ca_cert, ca_key = _ca(ca_dir)
     key = ec.generate_private_key(ec.SECP256R1())
     now = dt.datetime.now(dt.UTC)
+    # Fabric's MSP checks the chain as of the certificate's notBefore (+1 s): a certificate
+    # valid from before its CA was (a network made minutes ago) is "creator is malformed".
+    not_before = max(now - CLOCK_SLACK, ca_cert.not_valid_before_utc)
     builder = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(ca_cert.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_before(not_before)
         .not_valid_after(now + dt.timedelta(days=CERT_DAYS))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
     )

@@ -15,7 +15,15 @@ from attest.errors import MalformedEvidence, PolicyError
 from attest.pcrfile import parse_pcr_file
 from attest.policy import PcrPolicy
 from attest.public import parse_public
-from attest.structs import parse_attest, parse_pcr_selection, parse_signature
+from attest.structs import (
+    _parse_attest,
+    _parse_signature,
+    _well_formed_ecc_signature,
+    _well_formed_quote,
+    parse_attest,
+    parse_pcr_selection,
+    parse_signature,
+)
 from attest.verifier import ClockInfo, verify_quote
 from tests.attest import builders as B
 
@@ -119,6 +127,50 @@ def test_clock_info_from_dict_raises_only_value_error(doc) -> None:
     except ValueError:
         return
     assert ClockInfo.from_dict(info.to_dict()) == info
+
+
+def _outcome(parser, data: bytes):
+    try:
+        return parser(data)
+    except MalformedEvidence as exc:
+        return ("malformed", str(exc))
+
+
+def _hot_and_checked_agree(hot, checked, data: bytes) -> None:
+    """The hot path accepts only what the field-by-field parser accepts, with the same
+    result; on everything else it gives way, and the public parser refuses as before."""
+    fast = hot(data)
+    slow = _outcome(checked, data)
+    if fast is not None:
+        assert fast == slow
+    public = parse_attest if checked is _parse_attest else parse_signature
+    assert _outcome(public, data) == slow
+
+
+FAST_PATHS = [
+    (_well_formed_quote, _parse_attest, QUOTE),
+    (_well_formed_quote, _parse_attest, len(QUOTE).to_bytes(2, "big") + QUOTE),  # TPM2B_ATTEST
+    (_well_formed_ecc_signature, _parse_signature, SIG),
+]
+
+
+@pytest.mark.parametrize("hot,checked,valid", FAST_PATHS, ids=["quote", "tpm2b", "ecdsa"])
+@FUZZ
+@given(data=st.data())
+def test_hot_path_parsers_agree_with_the_checked_ones_on_mutations(hot, checked, valid, data):
+    _hot_and_checked_agree(hot, checked, data.draw(_mutations(valid)))
+
+
+@pytest.mark.parametrize("hot,checked,valid", FAST_PATHS, ids=["quote", "tpm2b", "ecdsa"])
+@FUZZ
+@given(data=st.binary(max_size=300))
+def test_hot_path_parsers_agree_with_the_checked_ones_on_any_bytes(hot, checked, valid, data):
+    _hot_and_checked_agree(hot, checked, data)
+
+
+def test_hot_paths_take_the_genuine_structures() -> None:
+    assert _well_formed_quote(QUOTE) == _parse_attest(QUOTE)
+    assert _well_formed_ecc_signature(SIG) == _parse_signature(SIG)
 
 
 def test_handmade_valid_quote_verifies() -> None:

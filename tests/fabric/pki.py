@@ -13,10 +13,12 @@ from cryptography.x509.oid import NameOID
 VALIDITY = dt.timedelta(days=1)
 
 
-def _name(cn: str, org: str) -> x509.Name:
+def _name(cn: str, org: str, ou: str | None = None) -> x509.Name:
+    units = [x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ou)] if ou else []
     return x509.Name(
         [
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, org),
+            *units,
             x509.NameAttribute(NameOID.COMMON_NAME, cn),
         ]
     )
@@ -30,11 +32,12 @@ def make_cert(
     ca: bool = False,  # type: ignore[no-untyped-def]
     issuer: x509.Name | None = None,
     sans: tuple[str, ...] = (),
+    ou: str | None = None,  # the NodeOU role (client, admin, peer), as cryptogen sets it
 ) -> x509.Certificate:
     now = dt.datetime.now(dt.UTC)
     builder = (
         x509.CertificateBuilder()
-        .subject_name(_name(cn, org))
+        .subject_name(_name(cn, org, ou))
         .issuer_name(issuer or _name(cn, org))
         .public_key(subject_key.public_key())
         .serial_number(x509.random_serial_number())
@@ -57,12 +60,13 @@ def pem(obj) -> bytes:  # type: ignore[no-untyped-def]
     )
 
 
-def make_msp(folder: Path, org: str = "org1.example.com", key=None) -> Path:  # type: ignore[no-untyped-def]
-    """An MSP folder with cacerts/, signcerts/ and keystore/ for a user of `org`."""
+def make_msp(folder: Path, org: str = "org1.example.com", key=None, ou: str | None = None) -> Path:  # type: ignore[no-untyped-def]
+    """An MSP folder with cacerts/, signcerts/ and keystore/ for a user of `org` (with the
+    NodeOU `ou` in its subject, e.g. admin, when given)."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = make_cert(ca_key, ca_key, f"ca.{org}", org, ca=True)
     user_key = key or ec.generate_private_key(ec.SECP256R1())
-    user = make_cert(user_key, ca_key, f"User1@{org}", org, issuer=ca.subject)
+    user = make_cert(user_key, ca_key, f"User1@{org}", org, issuer=ca.subject, ou=ou)
     for sub, name, data in (
         ("cacerts", "ca.pem", pem(ca)),
         ("signcerts", "cert.pem", pem(user)),

@@ -15,13 +15,14 @@ from fabric_protos.peer import chaincode_pb2, proposal_pb2
 
 from attest import tpm_constants as C
 from attest.public import encode_ecc_public, parse_public
-from bench.fabric_clients import DEFAULT_FN, default_template
+from bench.fabric_clients import DEFAULT_FN, approve_policy, default_template
 from chaincode_client.embedded import EmbeddedClient
 from chaincode_client.fabric_network.ccaas_server import PER_MESSAGE_WARNING
 from chaincode_client.fabric_network.network import Network
 from ledger.engine import EmbeddedLedger
 from tests.fabric.pki import make_msp
 from tests.fabric.recording_gateway import recording_gateway
+from tests.ledger.helpers import engine_admins
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "fabric_bench.py"
 
@@ -71,6 +72,7 @@ def test_default_workload_passes_the_contracts_checks_on_the_embedded_ledger(tmp
     template = default_template("Org1MSP")
     ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.001)
     try:
+        approve_policy(*engine_admins(ledger))
         client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "bench"))
         receipts = [client.submit(DEFAULT_FN, _request(template, "r1", i)) for i in range(3)]
     finally:

@@ -40,28 +40,48 @@ NODE = {
     "org": "Org1MSP",
     "ak_public": base64.b64encode(AK_PUBLIC).decode(),
     "gpus": [{"uuid": "GPU-1", "generation": "H100"}],
-    "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 3600},
+    "pcr_policy_id": "zero",
 }
+POLICY = {"kind": "pcr_policy", "key": "zero"}
+POLICY_DOCUMENT = {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 3600}
 
 
 def test_the_wattlease_contract_registers_a_node_and_its_event_reaches_the_peer(tmp_path: Path):
-    identity, signer = load_msp(make_msp(tmp_path), "Org1MSP")
+    """Org1's admin proposes the PCR policy, Org2's approves it, a client of Org1 registers
+    a node under it: three sessions with the served contract over one peer state."""
+    user = load_msp(make_msp(tmp_path / "user"), "Org1MSP")
+    admins = [
+        load_msp(make_msp(tmp_path / org, org=f"{org}.example.com", ou="admin"), msp)
+        for org, msp in (("org1", "Org1MSP"), ("org2", "Org2MSP"))
+    ]
+    state: dict[str, bytes] = {}
 
-    async def scenario() -> tuple[object, object, dict[str, bytes]]:
+    async def invoke(address: str, who, fn: str, request: dict):  # type: ignore[no-untyped-def]
+        identity, signer = who
+        async with PeerDriver(address, identity, signer, state, chaincode="wattlease") as peer:
+            return await peer.invoke(fn, json.dumps(request))
+
+    async def scenario() -> tuple[object, object]:
         server, port = make_server(
             load_factory("ledger.contract:new_chaincode"), "wattlease:1", "127.0.0.1:0"
         )
         await server.start()
+        address = f"127.0.0.1:{port}"
         try:
-            async with PeerDriver(
-                f"127.0.0.1:{port}", identity, signer, chaincode="wattlease"
-            ) as peer:
-                response, completed = await peer.invoke("RegisterNode", json.dumps(NODE))
-                return response, completed, peer.state
+            proposed, _ = await invoke(
+                address, admins[0], "ProposePolicy", {**POLICY, "document": POLICY_DOCUMENT}
+            )
+            assert proposed.status == 200, proposed.message
+            proposal_id = json.loads(proposed.payload)["proposal_id"]
+            approved, _ = await invoke(
+                address, admins[1], "ApprovePolicy", {"proposal_id": proposal_id}
+            )
+            assert approved.status == 200, approved.message
+            return await invoke(address, user, "RegisterNode", NODE)
         finally:
             await server.stop(None)
 
-    response, completed, state = asyncio.run(scenario())
+    response, completed = asyncio.run(scenario())
     assert response.status == 200, response.message
     assert json.loads(response.payload)["node_id"] == "node-1"
     assert completed.chaincode_event.event_name == "NodeRegistered"

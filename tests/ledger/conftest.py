@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 
 from chaincode_client.embedded import EmbeddedClient
+from chaincode_client.governance import decide
 from chaincode_client.interface import LedgerClient
 from ledger.engine import EmbeddedLedger
 from ledger.engine.msp import ROLE_ADMIN, new_identity
+from tests.ledger.helpers import BOOT_POLICY, DEFAULT_MAX_AGE_S, pcr_policy
 
 ORG1, ORG2 = "Org1MSP", "Org2MSP"
 NS_PER_S = 1_000_000_000
@@ -177,6 +179,26 @@ def ledger_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledge
 @pytest.fixture
 def ledger_client(ledger_env: LedgerEnv) -> LedgerClient:
     return ledger_env.clients[ORG1]
+
+
+def approve_pcr_policy(
+    env: LedgerEnv,
+    golden: dict[str, str],
+    max_age_s: int = DEFAULT_MAX_AGE_S,
+    key: str = BOOT_POLICY,
+) -> str:
+    """A PCR policy both organisations approved (Org1's admin proposes, Org2's approves):
+    the only kind RegisterNode accepts. Returns its id, for register_node(policy_id=...)."""
+    if env.admin is None:
+        pytest.fail(f"backend {env.backend} provides no admin identity (Admin@org, OU=admin)")
+    decide(env.admin(ORG1), env.admin(ORG2), "pcr_policy", key, pcr_policy(golden, max_age_s))
+    return key
+
+
+@pytest.fixture
+def boot_policy(ledger_env: LedgerEnv, node_tpm: NodeTpm) -> str:
+    """The swtpm's boot-time PCRs 0, 2, 7 as the channel's approved policy BOOT_POLICY."""
+    return approve_pcr_policy(ledger_env, node_tpm.golden)
 
 
 # -- a real TPM (swtpm) for attestations ---------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
-from tests.ledger.helpers import software_ak_b64
+from tests.ledger.helpers import ZERO_PCR_POLICY, ZERO_POLICY_ID, approve_on_engine, software_ak_b64
 
 AK = software_ak_b64()
 
@@ -20,6 +20,7 @@ THREADS = 8
 def main(path: str, prefix: str) -> None:
     ledger = EmbeddedLedger.open(Path(path), block_size=16, block_timeout_s=0.002)
     identity = ledger.enroll("Org1MSP", "crash")
+    approve_on_engine(ledger, ZERO_POLICY_ID, ZERO_PCR_POLICY)  # nothing written when in force
     lock = threading.Lock()
 
     def stream(worker: int) -> None:
@@ -34,7 +35,7 @@ def main(path: str, prefix: str) -> None:
                         "org": "Org1MSP",
                         "ak_public": AK,
                         "gpus": [{"uuid": f"GPU-{node_id}", "generation": "H100"}],
-                        "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 60},
+                        "pcr_policy_id": ZERO_POLICY_ID,
                     }
                 ),
             )

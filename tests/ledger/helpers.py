@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chaincode_client.governance import decide
 from chaincode_client.interface import LedgerClient
 from ledger import money
 from ledger.engine.core import msp_dir_for
@@ -14,6 +15,9 @@ from ledger.engine.msp import org_ca_certs
 from ledger.terms import DEPLOYED as RATE_CARD
 
 DEFAULT_MAX_AGE_S = 600
+BOOT_POLICY = "boot"  # the PCR policy id most tests register under (conftest boot_policy)
+# engine tests that register nodes only as something to write: a policy they approve first
+ZERO_POLICY_ID, ZERO_PCR_POLICY = "zero", {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 60}
 H100, A100 = "H100-SXM5-80GB", "A100-SXM4-80GB"  # catalogue ids the rate card prices
 SITE = "fra-1"
 PLANNED_MS = 4_548_211  # 10 V100-hours of FP16 work on an H100 (docs/billing.md)
@@ -30,24 +34,55 @@ def register_node(
     ak_index: int,
     gpus: list[tuple[str, str]],
     org: str = "Org1MSP",
-    max_age_s: int = DEFAULT_MAX_AGE_S,
-    golden: dict | None = None,
-    policy_id: str | None = None,
+    policy_id: str = BOOT_POLICY,
     enrolment: dict | None = None,
 ) -> dict:
-    """Register with an inline policy, or with `policy_id`, one both organisations approved."""
+    """Register under `policy_id`, a PCR policy both organisations approved (conftest's
+    `boot_policy` fixture, or `approve_pcr_policy`)."""
     request: dict[str, Any] = {
         "node_id": node_id,
         "org": org,
         "ak_public": tpm.ak_b64(ak_index),
         "gpus": [{"uuid": u, "generation": g} for u, g in gpus],
+        "pcr_policy_id": policy_id,
     }
     request.update(enrolment or {})  # ek_binding and enrolment_quote, for an EK-bound node
-    if policy_id is None:
-        request["pcr_policy"] = {"pcrs": {"sha256": golden or tpm.golden}, "max_age_s": max_age_s}
-    else:
-        request["pcr_policy_id"] = policy_id
     return json.loads(client.submit("RegisterNode", js(request)).payload)
+
+
+def pcr_policy(golden: dict[str, str], max_age_s: int = DEFAULT_MAX_AGE_S) -> dict:
+    """A governance document of kind pcr_policy: sha256 golden values and the age limit."""
+    return {"pcrs": {"sha256": golden}, "max_age_s": max_age_s}
+
+
+def engine_admins(ledger: Any, clock: Any = None) -> tuple[LedgerClient, LedgerClient]:
+    """Admin@Org1 and Admin@Org2 (OU=admin) of an embedded ledger, for its governance."""
+    from chaincode_client.embedded import EmbeddedClient
+    from ledger.engine.msp import ROLE_ADMIN
+
+    clients = [
+        EmbeddedClient(
+            ledger, ledger.enroll(org, f"Admin@{org}", ROLE_ADMIN), clock or time.time_ns
+        )
+        for org in ("Org1MSP", "Org2MSP")
+    ]
+    return clients[0], clients[1]
+
+
+def open_ledger(path: Path, **options: Any) -> Any:
+    """An embedded ledger whose organisations approved ZERO_POLICY_ID, for engine tests
+    that register nodes only as something to write."""
+    from ledger.engine import EmbeddedLedger
+
+    ledger = EmbeddedLedger.open(path, **options)
+    approve_on_engine(ledger, ZERO_POLICY_ID, ZERO_PCR_POLICY)
+    return ledger
+
+
+def approve_on_engine(ledger: Any, policy_id: str, document: dict, clock: Any = None) -> str:
+    """Both organisations' admins of an embedded ledger approve a PCR policy."""
+    decide(*engine_admins(ledger, clock), "pcr_policy", policy_id, document)
+    return policy_id
 
 
 def challenge(client: LedgerClient, node_id: str) -> bytes:

@@ -19,12 +19,15 @@ from ledger.engine import EmbeddedLedger
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import ORG1, StepClock
 from tests.ledger.helpers import (
+    BOOT_POLICY,
     H100,
+    approve_on_engine,
     attest,
     js,
     lease_request,
     now_ms,
     org_roots,
+    pcr_policy,
     register_node,
     settle_request,
 )
@@ -43,6 +46,7 @@ def chain(tmp_path: Path, node_tpm) -> Path:
     ledger = EmbeddedLedger.open(path, block_size=10, block_timeout_s=0.002)
     clock = StepClock()
     client = EmbeddedClient(ledger, ledger.enroll(ORG1, "ops"), clock_ns=clock)
+    approve_on_engine(ledger, BOOT_POLICY, pcr_policy(node_tpm.golden), clock)
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100)])
     att = attest(client, node_tpm, "n1", 0)["attestation_id"]
     attest(client, node_tpm, "n1", 0)
@@ -104,8 +108,9 @@ def defects(path: Path) -> list[str]:
 def test_untampered_chain_verifies_including_quotes(chain):
     report = verify_ledger(chain)
     assert report.ok, report.defects
-    # 2 challenges + 2 attestations + node, lease, settlement, one of the racing leases
-    assert report.quotes == 2 and report.valid == 8 and report.transactions == 9
+    # the PCR policy's proposal and approval, 2 challenges + 2 attestations + node, lease,
+    # settlement, one of the racing leases
+    assert report.quotes == 2 and report.valid == 10 and report.transactions == 11
 
 
 def test_cli_exit_codes(chain):
@@ -234,6 +239,7 @@ def test_receipt_of_a_channel_made_up_on_the_spot_is_refused(chain, tmp_path, no
     made_up = tmp_path / "made-up.sqlite"
     ledger = EmbeddedLedger.open(made_up, block_size=10, block_timeout_s=0.002)
     client = EmbeddedClient(ledger, ledger.enroll(ORG1, "mallory"))
+    approve_on_engine(ledger, BOOT_POLICY, pcr_policy(node_tpm.golden))
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)])
     att = attest(client, node_tpm, "n1", 0)["attestation_id"]
     client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att]))

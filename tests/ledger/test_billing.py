@@ -28,7 +28,7 @@ A100_GPUS = ["GPU-x0", "GPU-x1"]
 
 
 @pytest.fixture
-def billing(ledger_env: LedgerEnv, node_tpm) -> tuple:
+def billing(ledger_env: LedgerEnv, node_tpm, boot_policy) -> tuple:
     """One Org1 node with six H100s and two A100s, attested; its client and attestation."""
     client = ledger_env.clients[ORG1]
     inventory = [(u, H100) for u in H100_GPUS] + [(u, A100) for u in A100_GPUS]

@@ -9,10 +9,11 @@ import time
 
 import pytest
 
+from chaincode_client.governance import decide
 from chaincode_client.interface import EndorsementError, TransactionInvalid
 from ledger.challenges import derive_nonce
 from ledger.contract_state import MAX_CLOCK_SKEW_S
-from tests.ledger.conftest import ORG1, ORG2, LedgerEnv
+from tests.ledger.conftest import ORG1, ORG2, LedgerEnv, approve_pcr_policy
 from tests.ledger.helpers import (
     A100,
     H100,
@@ -22,6 +23,7 @@ from tests.ledger.helpers import (
     lease_request,
     lease_terms,
     now_ms,
+    pcr_policy,
     quote_request,
     register_node,
     settle_request,
@@ -29,7 +31,7 @@ from tests.ledger.helpers import (
 
 
 @pytest.fixture
-def fleet(ledger_env: LedgerEnv, node_tpm) -> dict:
+def fleet(ledger_env: LedgerEnv, node_tpm, boot_policy) -> dict:
     """Two Org1 nodes: n1 (2x H100 + 1x A100) and n2 (1x H100), each freshly attested."""
     client = ledger_env.clients[ORG1]
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100), ("GPU-c", A100)])
@@ -49,7 +51,7 @@ def lease(client, lease_id, gpus, atts, tenant="tenant-a", **terms) -> dict:
 # -- nodes ---------------------------------------------------------------------------------
 
 
-def test_registers_node_and_reads_it_back(ledger_client, node_tpm):
+def test_registers_node_and_reads_it_back(ledger_client, node_tpm, boot_policy):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
     node = json.loads(ledger_client.evaluate("GetNode", js({"node_id": "n1"})))
     assert node["org"] == ORG1 and node["ak_epoch"] == 0 and not node["revoked"]
@@ -57,12 +59,35 @@ def test_registers_node_and_reads_it_back(ledger_client, node_tpm):
     assert node["pcr_policy"]["pcrs"]["sha256"] == node_tpm.golden
 
 
-def test_rejects_node_claimed_for_another_org(ledger_env, node_tpm):
+def test_an_inline_pcr_policy_is_refused_with_its_reason(ledger_env, node_tpm):
+    """Golden values the registering organisation declares alone are no policy; neither is
+    one that only its own admin proposed: both organisations must have approved it."""
+    client = ledger_env.clients[ORG1]
+    request = {
+        "node_id": "n1",
+        "org": ORG1,
+        "ak_public": node_tpm.ak_b64(0),
+        "gpus": [{"uuid": "GPU-a", "generation": H100}],
+        "pcr_policy": pcr_policy(node_tpm.golden),
+    }
+    with pytest.raises(EndorsementError, match=r"\[enrol\.inline_policy\] pcr_policy: "):
+        client.submit("RegisterNode", js(request))
+    proposal = {"kind": "pcr_policy", "key": "own", "document": pcr_policy(node_tpm.golden)}
+    ledger_env.admin(ORG1).submit("ProposePolicy", js(proposal))  # never approved by Org2
+    del request["pcr_policy"]
+    with pytest.raises(EndorsementError, match=r"\[governance\.no_policy\] pcr_policy_id own"):
+        client.submit("RegisterNode", js({**request, "pcr_policy_id": "own"}))
+    with pytest.raises(EndorsementError, match=r"\[governance\.no_policy\] pcr_policy_id boot"):
+        client.submit("RegisterNode", js({**request, "pcr_policy_id": "boot"}))
+    assert json.loads(client.evaluate("GetHistory", js({"key": "node:n1"}))) == []
+
+
+def test_rejects_node_claimed_for_another_org(ledger_env, node_tpm, boot_policy):
     with pytest.raises(EndorsementError, match="belongs to Org2MSP; the caller is Org1MSP"):
         register_node(ledger_env.clients[ORG1], node_tpm, "n1", 0, [("GPU-a", H100)], org=ORG2)
 
 
-def test_rejects_second_registration_and_gpu_of_another_node(ledger_client, node_tpm):
+def test_rejects_second_registration_and_gpu_of_another_node(ledger_client, node_tpm, boot_policy):
     first = register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
     # the same registration again is a retry: the stored record, nothing written
     assert register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)]) == first
@@ -74,7 +99,7 @@ def test_rejects_second_registration_and_gpu_of_another_node(ledger_client, node
         register_node(ledger_client, node_tpm, "n2", 1, [("GPU-a", H100)])
 
 
-def test_revoke_ak_only_by_owner_then_reregister_with_new_epoch(ledger_env, node_tpm):
+def test_revoke_ak_only_by_owner_then_reregister_with_new_epoch(ledger_env, node_tpm, boot_policy):
     org1, org2 = ledger_env.clients[ORG1], ledger_env.clients[ORG2]
     register_node(org1, node_tpm, "n1", 0, [("GPU-a", H100)])
     with pytest.raises(EndorsementError, match="belongs to Org1MSP"):
@@ -98,7 +123,7 @@ def test_revoke_ak_only_by_owner_then_reregister_with_new_epoch(ledger_env, node
 # -- attestations --------------------------------------------------------------------------
 
 
-def test_records_attestation_verified_by_the_contract(ledger_client, node_tpm):
+def test_records_attestation_verified_by_the_contract(ledger_client, node_tpm, boot_policy):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
     record = attest(ledger_client, node_tpm, "n1", 0)
     assert record["valid"] is True and record["verdict"]["valid"] is True
@@ -108,7 +133,7 @@ def test_records_attestation_verified_by_the_contract(ledger_client, node_tpm):
     assert stored == record
 
 
-def test_replayed_answer_is_rejected(ledger_client, node_tpm):
+def test_replayed_answer_is_rejected(ledger_client, node_tpm, boot_policy):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
     first = quote_request(node_tpm, "n1", 0, challenge(ledger_client, "n1"))
     recorded = ledger_client.submit("RecordAttestation", js(first)).payload
@@ -121,7 +146,9 @@ def test_replayed_answer_is_rejected(ledger_client, node_tpm):
         ledger_client.submit("RecordAttestation", js(replay))
 
 
-def test_pre_made_quote_over_a_nonce_the_ledger_never_issued_is_refused(ledger_client, node_tpm):
+def test_pre_made_quote_over_a_nonce_the_ledger_never_issued_is_refused(
+    ledger_client, node_tpm, boot_policy
+):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
     challenge(ledger_client, "n1")  # an outstanding challenge does not make any nonce good
     made_in_advance = quote_request(node_tpm, "n1", 0, os.urandom(32))
@@ -129,7 +156,7 @@ def test_pre_made_quote_over_a_nonce_the_ledger_never_issued_is_refused(ledger_c
         ledger_client.submit("RecordAttestation", js(made_in_advance))
 
 
-def test_challenge_of_another_node_cannot_be_answered(ledger_client, node_tpm):
+def test_challenge_of_another_node_cannot_be_answered(ledger_client, node_tpm, boot_policy):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
     register_node(ledger_client, node_tpm, "n2", 1, [("GPU-b", H100)])
     for_n1 = challenge(ledger_client, "n1")
@@ -137,7 +164,7 @@ def test_challenge_of_another_node_cannot_be_answered(ledger_client, node_tpm):
         ledger_client.submit("RecordAttestation", js(quote_request(node_tpm, "n2", 1, for_n1)))
 
 
-def test_challenge_nonce_comes_from_its_transaction(ledger_client, node_tpm):
+def test_challenge_nonce_comes_from_its_transaction(ledger_client, node_tpm, boot_policy):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
     issued = json.loads(ledger_client.submit("IssueChallenge", js({"node_id": "n1"})).payload)
     assert issued["nonce"] == derive_nonce(issued["challenge_tx"], "n1").hex()
@@ -158,18 +185,9 @@ def test_answer_after_the_challenge_window_is_refused(ledger_env, node_tpm):
     if ledger_env.clock is None:
         pytest.skip("this backend runs on wall-clock time")  # covered on the embedded one
     client = ledger_env.clients[ORG1]
-    request = {
-        "node_id": "n1",
-        "org": ORG1,
-        "ak_public": node_tpm.ak_b64(0),
-        "gpus": [{"uuid": "GPU-a", "generation": H100}],
-        "pcr_policy": {
-            "pcrs": {"sha256": node_tpm.golden},
-            "max_age_s": 600,
-            "challenge_window_s": 30,
-        },
-    }
-    client.submit("RegisterNode", js(request))
+    windowed = {**pcr_policy(node_tpm.golden), "challenge_window_s": 30}
+    decide(ledger_env.admin(ORG1), ledger_env.admin(ORG2), "pcr_policy", "w30", windowed)
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], policy_id="w30")
     nonce = challenge(client, "n1")
     ledger_env.clock.advance(31)
     with pytest.raises(
@@ -184,7 +202,8 @@ def test_endorsers_refuse_a_forged_client_timestamp(ledger_env, node_tpm):
     if ledger_env.clock is None:
         pytest.skip("this backend stamps proposals with wall-clock time")
     client = ledger_env.clients[ORG1]
-    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], max_age_s=60)
+    policy = approve_pcr_policy(ledger_env, node_tpm.golden, max_age_s=60, key="age60")
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], policy_id=policy)
     att = attest(client, node_tpm, "n1", 0)["attestation_id"]
     ledger_env.clock.advance(-(MAX_CLOCK_SKEW_S + 10))
     with pytest.raises(
@@ -200,7 +219,9 @@ def test_endorsers_refuse_a_forged_client_timestamp(ledger_env, node_tpm):
     assert lease(client, "L1", ["GPU-a"], [att])["status"] == "ACTIVE"
 
 
-def test_quote_by_another_ak_is_recorded_invalid_and_not_leasable(ledger_client, node_tpm):
+def test_quote_by_another_ak_is_recorded_invalid_and_not_leasable(
+    ledger_client, node_tpm, boot_policy
+):
     register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)])
     request = quote_request(node_tpm, "n1", 1, challenge(ledger_client, "n1"))
     record = json.loads(ledger_client.submit("RecordAttestation", js(request)).payload)
@@ -209,13 +230,13 @@ def test_quote_by_another_ak_is_recorded_invalid_and_not_leasable(ledger_client,
         lease(ledger_client, "L1", ["GPU-a"], [record["attestation_id"]])
 
 
-def test_pcrs_off_policy_make_an_invalid_verdict(ledger_client, node_tpm):
-    wrong = {k: "11" * 32 for k in node_tpm.golden}
-    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)], golden=wrong)
+def test_pcrs_off_policy_make_an_invalid_verdict(ledger_env, ledger_client, node_tpm):
+    wrong = approve_pcr_policy(ledger_env, {k: "11" * 32 for k in node_tpm.golden}, key="wrong")
+    register_node(ledger_client, node_tpm, "n1", 0, [("GPU-a", H100)], policy_id=wrong)
     assert attest(ledger_client, node_tpm, "n1", 0)["valid"] is False
 
 
-def test_attestation_for_another_orgs_node_is_rejected(ledger_env, node_tpm):
+def test_attestation_for_another_orgs_node_is_rejected(ledger_env, node_tpm, boot_policy):
     register_node(ledger_env.clients[ORG1], node_tpm, "n1", 0, [("GPU-a", H100)])
     with pytest.raises(EndorsementError, match="belongs to Org1MSP"):
         attest(ledger_env.clients[ORG2], node_tpm, "n1", 0)
@@ -255,7 +276,8 @@ def test_refuses_attestation_older_than_policy(ledger_env, node_tpm):
     if ledger_env.clock is None:
         pytest.skip("wall-clock backend: see the _in_real_time twin")
     client = ledger_env.clients[ORG1]
-    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], max_age_s=60)
+    policy = approve_pcr_policy(ledger_env, node_tpm.golden, max_age_s=60, key="age60")
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], policy_id=policy)
     att = attest(client, node_tpm, "n1", 0)["attestation_id"]
     ledger_env.clock.advance(61)
     with pytest.raises(EndorsementError, match="is 61 s old, policy allows 60 s"):
@@ -269,7 +291,8 @@ def test_refuses_attestation_older_than_policy_in_real_time(ledger_env, node_tpm
     if ledger_env.clock is not None:
         pytest.skip("stepped clock: covered by test_refuses_attestation_older_than_policy")
     client = ledger_env.clients[ORG1]
-    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], max_age_s=2)
+    policy = approve_pcr_policy(ledger_env, node_tpm.golden, max_age_s=2, key="age2")
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], policy_id=policy)
     att = attest(client, node_tpm, "n1", 0)["attestation_id"]
     time.sleep(3)
     with pytest.raises(EndorsementError, match=r"is \d+ s old, policy allows 2 s"):
@@ -398,6 +421,8 @@ def test_every_state_change_emits_an_event(ledger_env, fleet):
         if event.name == "LeaseEnded":
             break
     assert names == [
+        "PolicyProposed",  # the PCR policy the nodes register under: one org proposes,
+        "PolicyApproved",  # the other approves
         "NodeRegistered",
         "NodeRegistered",
         "ChallengeIssued",

@@ -70,7 +70,7 @@ def enrolment(
     }
 
 
-def test_honest_node_is_registered_attested_and_leased(ledger_env, node_tpm):
+def test_honest_node_is_registered_attested_and_leased(ledger_env, node_tpm, boot_policy):
     approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
     client = ledger_env.clients[ORG1]
     enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
@@ -85,14 +85,14 @@ def test_honest_node_is_registered_attested_and_leased(ledger_env, node_tpm):
     assert json.loads(lease.payload)["status"] == "ACTIVE"
 
 
-def test_software_key_without_activation_is_refused(ledger_env, node_tpm):
+def test_software_key_without_activation_is_refused(ledger_env, node_tpm, boot_policy):
     approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
     request = {
         "node_id": "n1",
         "org": ORG1,
         "ak_public": software_ak_b64(),
         "gpus": [{"uuid": "GPU-a", "generation": H100}],
-        "pcr_policy": {"pcrs": {"sha256": node_tpm.golden}, "max_age_s": 600},
+        "pcr_policy_id": boot_policy,
     }
     client = ledger_env.clients[ORG1]
     with pytest.raises(EndorsementError, match=r"\[enrol\.no_ek_binding\] node n1"):
@@ -103,7 +103,7 @@ def test_software_key_without_activation_is_refused(ledger_env, node_tpm):
         client.submit("RegisterNode", json.dumps(request))
 
 
-def test_binding_must_be_signed_by_the_registering_registrar(ledger_env, node_tpm):
+def test_binding_must_be_signed_by_the_registering_registrar(ledger_env, node_tpm, boot_policy):
     approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
     other = ledger_env.new_client(ORG1)  # another identity signed the AK certificate
     enrolled = enrolment(other, node_tpm, "n1", 0, [("GPU-a", H100)])
@@ -113,7 +113,7 @@ def test_binding_must_be_signed_by_the_registering_registrar(ledger_env, node_tp
         )
 
 
-def test_binding_for_another_node_is_refused(ledger_env, node_tpm):
+def test_binding_for_another_node_is_refused(ledger_env, node_tpm, boot_policy):
     approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
     client = ledger_env.clients[ORG1]
     enrolled = enrolment(client, node_tpm, "n7", 0, [("GPU-a", H100)])
@@ -121,7 +121,7 @@ def test_binding_for_another_node_is_refused(ledger_env, node_tpm):
         register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
 
 
-def test_ek_from_a_ca_the_channel_did_not_approve_is_refused(ledger_env, node_tpm):
+def test_ek_from_a_ca_the_channel_did_not_approve_is_refused(ledger_env, node_tpm, boot_policy):
     approve_ek_roots(ledger_env, [_ca_pem()])  # some other manufacturer's root
     client = ledger_env.clients[ORG1]
     enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
@@ -129,7 +129,7 @@ def test_ek_from_a_ca_the_channel_did_not_approve_is_refused(ledger_env, node_tp
         register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
 
 
-def test_without_approved_ek_roots_a_binding_cannot_be_checked(ledger_env, node_tpm):
+def test_without_approved_ek_roots_a_binding_cannot_be_checked(ledger_env, node_tpm, boot_policy):
     client = ledger_env.clients[ORG1]
     enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
     with pytest.raises(EndorsementError, match=r"\[enrol\.no_ek_roots\]"):
@@ -139,7 +139,7 @@ def test_without_approved_ek_roots_a_binding_cannot_be_checked(ledger_env, node_
     assert node["ek_binding"] is None
 
 
-def test_gpus_the_node_did_not_report_are_refused(ledger_env, node_tpm):
+def test_gpus_the_node_did_not_report_are_refused(ledger_env, node_tpm, boot_policy):
     """An A100 node registered as H100, or with a GPU it does not have: the inventory the AK
     signed is not what the registration claims."""
     approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)

@@ -24,7 +24,7 @@ from ledger.engine.endorser import (
 from ledger.engine.store import SqliteState
 from ledger.engine.tx import RwSet, check_mvcc
 from ledger.engine.validate import DictState
-from tests.ledger.helpers import js, software_ak_b64
+from tests.ledger.helpers import ZERO_POLICY_ID, js, open_ledger, software_ak_b64
 
 AK = software_ak_b64()
 
@@ -36,14 +36,14 @@ def node_request(node_id: str) -> str:
             "org": "Org1MSP",
             "ak_public": AK,
             "gpus": [{"uuid": f"GPU-{node_id}", "generation": "H100"}],
-            "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 60},
+            "pcr_policy_id": ZERO_POLICY_ID,
         }
     )
 
 
 @pytest.fixture
 def ledger(tmp_path):
-    ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_size=5, block_timeout_s=0.05)
+    ledger = open_ledger(tmp_path / "l.sqlite", block_size=5, block_timeout_s=0.05)
     yield ledger
     ledger.close()
 
@@ -128,7 +128,7 @@ def test_events_replay_then_follow_live(ledger):
 
 def test_reopen_keeps_chain_config_and_keys(tmp_path):
     path = tmp_path / "l.sqlite"
-    ledger = EmbeddedLedger.open(path, block_timeout_s=0.001)
+    ledger = open_ledger(path, block_timeout_s=0.001)
     EmbeddedClient(ledger, ledger.enroll("Org1MSP", "a")).submit("RegisterNode", node_request("n1"))
     ledger.close()
     assert oct((path.parent / "l.sqlite.msp/Org1MSP/peer/key.pem").stat().st_mode)[-3:] == "600"
@@ -140,7 +140,7 @@ def test_reopen_keeps_chain_config_and_keys(tmp_path):
 
 
 def test_endorser_processes_simulate_against_committed_state(tmp_path):
-    ledger = EmbeddedLedger.open(
+    ledger = open_ledger(
         tmp_path / "l.sqlite", block_timeout_s=0.001, peer_processes=True, validation_workers=1
     )
     try:
@@ -178,7 +178,7 @@ def test_every_org_simulates_and_a_disagreement_is_not_endorsed(tmp_path):
     path = tmp_path / "l.sqlite"
     EmbeddedLedger.open(path).close()
     shutil.copy(path, tmp_path / "behind.sqlite")  # a peer still at the genesis height
-    ledger = EmbeddedLedger.open(path, block_timeout_s=0.001)
+    ledger = open_ledger(path, block_timeout_s=0.001)
     try:
         identity = ledger.enroll("Org1MSP", "a")
         EmbeddedClient(ledger, identity).submit("RegisterNode", node_request("n1"))

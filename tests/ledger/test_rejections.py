@@ -61,13 +61,13 @@ def test_identity_not_issued_by_a_channel_ca_is_refused(ledger_env):
     assert chain_height(ledger_env) == height
 
 
-def test_unparseable_ak_is_refused_at_registration(ledger_env):
+def test_unparseable_ak_is_refused_at_registration(ledger_env, boot_policy):
     request = {
         "node_id": "n1",
         "org": "Org1MSP",
         "ak_public": "Z2FyYmFnZQ==",
         "gpus": [{"uuid": "GPU-a", "generation": "H100"}],
-        "pcr_policy": {"pcrs": {"sha256": {"0": "00" * 32}}, "max_age_s": 60},
+        "pcr_policy_id": boot_policy,
     }
     with pytest.raises(EndorsementError, match="ak_public: "):
         ledger_env.clients["Org1MSP"].submit("RegisterNode", js(request))

@@ -14,10 +14,12 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from attest.agent.http import AgentApi, attest_once, enrol
-from attest.agent.tpm import Agent
+from attest.agent.tpm import AK_ECC, Agent, AkKey
 from attest.swtpm import LocalCA, start_node_tpm
 from webapp.attestation import service
 from webapp.attestation.models import Attestation
+from webapp.core.demo_agents import simulated_inventory
+from webapp.core.demo_governance import admin_clients, approve_fleet_policies
 from webapp.core.seed import SITES, gpu_uuid
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
@@ -143,12 +145,28 @@ def agent(tpm):
 
 
 @pytest.fixture
-def api(fleet, live_server, trusted_ca, agent, challenge_relay):
+def api(fleet, live_server, trusted_ca, agent, challenge_relay, ledger_admins):
     """The agent API of `fleet.node`, whose policy holds the swtpm's boot-time PCR values
-    (as an operator records them from a reference machine before enrolling nodes)."""
+    (as an operator records them from a reference machine before enrolling nodes), approved
+    on the ledger by both organisations' admins with the swtpm's EK CA."""
     set_golden_values(fleet.node, agent)
+    approve_fleet_policies(ledger_admins, fleet.node.pcr_policy)
     token = service.issue_node_credential(fleet.node, actor="test")
     return AgentApi(live_server.url, token)
+
+
+@pytest.fixture
+def ledger_admins(ledger):
+    """An admin client of each organisation on the test's ledger."""
+    with admin_clients() as admins:
+        yield admins
+
+
+def enrol_node(agent: Agent, api: AgentApi, alg: str = AK_ECC) -> AkKey:
+    """The agent enrols, reporting the GPUs its node has in the fleet (as NVML would)."""
+    node = service.node_for_token(api.token)
+    assert node is not None, "the agent API's token names no node"
+    return enrol(agent, api, alg, simulated_inventory(node))
 
 
 @pytest.fixture
@@ -194,7 +212,7 @@ def ledger(settings, tmp_path):
 
 @pytest.fixture
 def attested_node(fleet, agent, api, ledger):
-    ak = enrol(agent, api)
+    ak = enrol_node(agent, api)
     set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
     assert attest_once(agent, api, ak)["valid"]
     outcome = relay_once(ledger)

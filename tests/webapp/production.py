@@ -170,10 +170,12 @@ def deployment(tmp: Path, tpm, ca, **settings: str) -> Iterator[Deployment]:
             deployed.start_worker(name)
         _wait_for_port(port, deployed.processes["server"], "gunicorn")
         deployed.wait_for("the server to answer", deployed.answers)
+        inventory = tmp / "gpus.json"
+        inventory.write_text(json.dumps(issued["inventory"]))
         deployed.start(
             "agent",
             [PY, "-m", "attest", "agent", "--tcti", tpm.tcti, "--state", str(tmp / "agent.json"),
-             "run", "--server", base],
+             "run", "--server", base, "--inventory", str(inventory)],
             env={**env, "WATTLEASE_NODE_CREDENTIAL": issued["node_credential"]},
         )  # fmt: skip
         yield deployed

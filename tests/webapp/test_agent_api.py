@@ -10,20 +10,25 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from cryptography import x509
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol, fetch_challenge
 from attest.agent.tpm import AK_ECC, AK_RSA, Agent
+from attest.inventory import inventory_digest
 from attest.swtpm import LocalCA, start_node_tpm
-from tests.webapp.conftest import set_golden_values
+from tests.webapp.conftest import enrol_node, set_golden_values
 from webapp.attestation import service
 from webapp.attestation.models import Attestation
+from webapp.core.demo_agents import simulated_inventory
 from webapp.core.models import AuditEvent
 from webapp.fleet.models import Node, PcrPolicy
 from webapp.outbox.models import OutboxEntry
+from webapp.outbox.relay import relay_once
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +41,7 @@ def stranger_tpm(tmp_path_factory):
 
 @pytest.mark.parametrize("alg", [AK_ECC, AK_RSA])
 def test_agent_enrols_and_attests(fleet, agent, api, alg):
-    ak = enrol(agent, api, alg)
+    ak = enrol_node(agent, api, alg)
     node = Node.objects.get(pk=fleet.node.pk)
     assert node.status == Node.ACTIVE and node.ak_name == ak.name.hex()
     set_golden_values(node, agent)
@@ -53,7 +58,7 @@ def test_pcr7_change_turns_the_node_red(fleet, tpm, api, tmp_path_factory, ca):
     own = start_node_tpm(tmp_path_factory.mktemp("pcr7"), ca)
     try:
         with Agent(own.tcti) as agent:
-            ak = enrol(agent, api)
+            ak = enrol_node(agent, api)
             set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
             assert attest_once(agent, api, ak)["valid"]
             agent.extend_pcr(7, b"secure boot disabled")
@@ -67,7 +72,7 @@ def test_pcr7_change_turns_the_node_red(fleet, tpm, api, tmp_path_factory, ca):
 
 def test_ek_from_an_unknown_ca_is_refused_and_recorded(fleet, stranger_tpm, api):
     with Agent(stranger_tpm.tcti) as agent, pytest.raises(AgentApiError) as refused:
-        enrol(agent, api)
+        enrol_node(agent, api)
     assert refused.value.status == 400
     codes = {r["code"] for r in refused.value.body["reasons"]}
     assert any(code.startswith("ek_") for code in codes), codes
@@ -85,14 +90,84 @@ def test_wrong_credential_answer_is_refused(fleet, agent, api):
             "ak_public": base64.b64encode(request.ak.public).decode(),
         },
     )
+    inventory = simulated_inventory(fleet.node)
+    evidence = agent.quote(request.ak, inventory_digest(fleet.node.name, inventory))
+    body = {"inventory": inventory, "enrolment_quote": evidence_of(evidence)}
     with pytest.raises(AgentApiError) as refused:
-        api.post("enrol/activate/", {"answer": base64.b64encode(b"\0" * 32).decode()})
+        api.post("enrol/activate/", {"answer": base64.b64encode(b"\0" * 32).decode(), **body})
     assert refused.value.body["reasons"][0]["code"] == "credential_mismatch"
     assert not Node.objects.get(pk=fleet.node.pk).ak_public
 
 
+def evidence_of(evidence) -> dict:
+    return {
+        "quote": base64.b64encode(evidence.quote).decode(),
+        "signature": base64.b64encode(evidence.signature).decode(),
+        "pcr_values": {
+            "sha256": {str(i): v.hex() for i, v in evidence.pcr_values["sha256"].items()}
+        },
+    }
+
+
+def test_registration_carries_the_ek_binding_and_the_inventory_quote(fleet, agent, api, ledger):
+    """RegisterNode reaches the ledger with the EK chain, the AK certificate the relay's
+    identity signed as registrar, the node's quote over its GPUs and the approved policy."""
+    ak = enrol_node(agent, api)
+    row = OutboxEntry.objects.get(function="RegisterNode")
+    assert row.args["pcr_policy_id"] == "test-policy" and "pcr_policy" not in row.args
+    assert "registrar_signature" not in row.args["ek_binding"]  # signed by the sender
+    assert relay_once(ledger) == {"done": 1}, OutboxEntry.objects.values("last_error")
+    node = json.loads(ledger.evaluate("GetNode", json.dumps({"node_id": fleet.node.name})))
+    binding = node["ek_binding"]
+    assert binding["ek_name"] == Node.objects.get(pk=fleet.node.pk).ek_name
+    registrar = x509.load_pem_x509_certificate(ledger.identity.cert_pem)
+    assert binding["registrar"] == registrar.subject.rfc4514_string()
+    assert binding["inventory"] == sorted(simulated_inventory(fleet.node), key=lambda g: g["uuid"])
+    assert node["pcr_policy_id"] == "test-policy"
+    assert attest_once(agent, api, ak)["valid"]
+    assert relay_once(ledger) == {"done": 1}  # RecordAttestation: valid on the ledger too
+
+
+def test_gpus_the_node_does_not_have_are_refused_at_enrolment(fleet, agent, api):
+    """The agent reports a GPU the node is not registered with (or misses one): refused with
+    its reason, nothing registered."""
+    stranger = {"uuid": "GPU-not-this-node", "name": "NVIDIA H100-SXM5-80GB", "serial": "1"}
+    reported = [*simulated_inventory(fleet.node)[:-1], stranger]
+    with pytest.raises(AgentApiError) as refused:
+        enrol(agent, api, AK_ECC, reported)
+    assert refused.value.body["reasons"][0]["code"] == "inventory_mismatch"
+    assert not Node.objects.get(pk=fleet.node.pk).ak_public
+    assert not OutboxEntry.objects.filter(function="RegisterNode").exists()
+
+
+def test_an_enrolment_quote_over_another_inventory_is_refused(fleet, agent, api):
+    """The quote's qualifying data must be the digest of the inventory sent beside it."""
+    request = agent.enrol(AK_ECC)
+    challenge = api.post(
+        "enrol/",
+        {
+            "ek_public": base64.b64encode(request.ek_public).decode(),
+            "ek_certificate": base64.b64encode(request.ek_certificate).decode(),
+            "ak_public": base64.b64encode(request.ak.public).decode(),
+        },
+    )
+    answer = agent.activate(
+        request.ak,
+        base64.b64decode(challenge["credential_blob"]),
+        base64.b64decode(challenge["secret"]),
+    )
+    inventory = simulated_inventory(fleet.node)
+    relabelled = [{**gpu, "name": "NVIDIA H100-SXM5-80GB"} for gpu in inventory]
+    evidence = agent.quote(request.ak, inventory_digest(fleet.node.name, relabelled))
+    body = {"inventory": inventory, "enrolment_quote": evidence_of(evidence)}
+    with pytest.raises(AgentApiError) as refused:
+        api.post("enrol/activate/", {"answer": base64.b64encode(answer).decode(), **body})
+    assert "nonce_mismatch" in {r["code"] for r in refused.value.body["reasons"]}
+    assert not Node.objects.get(pk=fleet.node.pk).ak_public
+
+
 def test_replayed_quote_is_rejected_with_its_reason(fleet, agent, api):
-    ak = enrol(agent, api)
+    ak = enrol_node(agent, api)
     challenge = fetch_challenge(api)
     nonce = bytes.fromhex(challenge["nonce"])
     evidence = agent.quote(ak, nonce, challenge["selection"])
@@ -151,7 +226,7 @@ def test_malformed_quote_requests_are_400_and_write_nothing(fleet, api, body):
 
 
 def test_garbage_evidence_gets_a_verdict_not_a_crash(fleet, agent, api):
-    enrol(agent, api)
+    enrol_node(agent, api)
     nonce = fetch_challenge(api)["nonce"]
     verdict = api.post(
         "quote/",
@@ -177,7 +252,7 @@ def test_tenant_keys_cannot_use_the_agent_api(owner):
 
 
 def test_revoked_ak_must_enrol_again(fleet, agent, api):
-    ak = enrol(agent, api)
+    ak = enrol_node(agent, api)
     service.revoke_ak(Node.objects.get(pk=fleet.node.pk), actor="operator")
     with pytest.raises(AgentApiError) as refused:
         attest_once(agent, api, ak)
@@ -197,8 +272,16 @@ def test_nodes_without_a_fresh_good_quote_go_stale(fleet):
     assert Node.objects.get(pk=node.pk).trust == Node.STALE
 
 
+def inventory_file(node, tmp_path) -> Path:
+    """The node's GPUs for `agent run --inventory`: this machine has none for NVML."""
+    path = tmp_path / "gpus.json"
+    path.write_text(json.dumps(simulated_inventory(node)))
+    return path
+
+
 def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, tmp_path):
     env = {**os.environ, "WATTLEASE_NODE_CREDENTIAL": api.token}
+    inventory = inventory_file(fleet.node, tmp_path)
     result = subprocess.run(
         [
             sys.executable,
@@ -216,6 +299,8 @@ def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, 
             "0.2",
             "--rounds",
             "2",
+            "--inventory",
+            str(inventory),
         ],
         env=env,
         capture_output=True,
@@ -248,7 +333,8 @@ def test_the_agent_quotes_as_often_as_attestation_interval_s_says(
     result = subprocess.run(
         [sys.executable, "-m", "attest", "agent", "--tcti", tpm.tcti,
          "--state", str(tmp_path / "agent.json"),
-         "run", "--server", api.server, "--rounds", "3"],
+         "run", "--server", api.server, "--rounds", "3",
+         "--inventory", str(inventory_file(fleet.node, tmp_path))],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     elapsed = time.monotonic() - started

@@ -18,7 +18,11 @@ import pytest
 from tests.fabric.network_fixture import free_base_port
 from tests.webapp.test_console_browser import _login
 from tests.webapp.test_dashboard_browser import browser  # noqa: F401  (fixture)
-from tests.webapp.test_demo_server import start_demo, stop_demo
+from tests.webapp.test_demo_server import (
+    start_demo,
+    stop_demo,
+    wait_for_the_fleet_on_the_ledger,
+)
 
 FABRIC_START_TIMEOUT_S = 240
 FUNCTIONS_SEEN_WITHIN_MS = 120_000
@@ -70,6 +74,8 @@ def test_demo_runs_through_fabric_and_the_dashboard_shows_its_blocks(
     )
     page.wait_for_selector("#nodes tr.trust-failed", timeout=60_000)
     assert page.locator("#nodes tr.trust-trusted").count() >= 3
+    # every node's EK-bound registration was accepted by both organisations' peers
+    wait_for_the_fleet_on_the_ledger(tmp_path / "wattlease.sqlite3")
     page.screenshot(path=str(tmp_path / "dashboard-fabric.png"), full_page=True)
     ledger = data(base)["ledger"]
     assert ledger["last_block"] and ledger["last_block"] > 3  # channel config + deploy blocks

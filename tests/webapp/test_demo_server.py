@@ -20,6 +20,7 @@ from tests.services import free_port
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90
 LIVE_TELEMETRY_TIMEOUT_S = 30
+FLEET_ON_LEDGER_TIMEOUT_S = 90  # five enrolments, a challenge and a quote each, a tamper
 
 
 def demo_env(tmp_path: Path) -> dict[str, str]:
@@ -97,6 +98,7 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
     assert status == 200 and '"fleet"' in data
     database = Path(log.name).parent / "wattlease.sqlite3"
     live_since = _wait_for_live_telemetry(database)
+    wait_for_the_fleet_on_the_ledger(database)
 
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) in (0, -signal.SIGINT, 130)
@@ -112,6 +114,28 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
         text=True,
     )
     assert leftover.stdout == "", "the demo left swtpm processes behind"
+
+
+def wait_for_the_fleet_on_the_ledger(database: Path) -> None:
+    """Every node enrolled through the ledger's EK binding (the ledger accepted each
+    RegisterNode: EK chain to the roots both organisations approved, the registrar's AK
+    certificate, the inventory quote, the approved PCR policy); the tampered node goes red,
+    the others stay green."""
+    deadline = time.monotonic() + FLEET_ON_LEDGER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with sqlite3.connect(database) as db:
+            registrations = db.execute(
+                "select status, last_error from outbox_outboxentry where function = ?",
+                ("RegisterNode",),
+            ).fetchall()
+            trust = dict(db.execute("select name, trust from fleet_node").fetchall())
+        assert not [r for r in registrations if r[0] == "rejected"], registrations
+        done = [status for status, _ in registrations if status == "done"]
+        states = sorted(trust.values())
+        if len(done) == len(trust) and states == ["failed"] + ["trusted"] * (len(trust) - 1):
+            return
+        time.sleep(1)
+    pytest.fail(f"the fleet did not enrol on the ledger: {registrations} {trust}")
 
 
 def _wait_for_live_telemetry(database: Path) -> int:

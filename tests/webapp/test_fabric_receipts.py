@@ -23,6 +23,7 @@ from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
 from tests.webapp import leases
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
 from tests.webapp.helpers import console_login, line, place
+from webapp.core.demo_governance import admin_clients
 from webapp.leasing import actions
 from webapp.leasing.models import Settlement
 from webapp.outbox.ledger import close_ledger_client, ledger_client
@@ -47,6 +48,13 @@ def ledger(settings, fabric_network, monkeypatch):
     close_ledger_client()
     yield ledger_client()
     close_ledger_client()
+
+
+@pytest.fixture
+def ledger_admins(ledger, fabric_network):
+    """Each organisation's Admin (cryptogen's, OU=admin) on the app's contract."""
+    with admin_clients(fabric_network) as admins:
+        yield admins
 
 
 def relay_all(ledger) -> None:

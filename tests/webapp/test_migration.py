@@ -9,13 +9,13 @@ from decimal import Decimal
 
 import pytest
 
-from attest.agent.http import AgentApi, attest_once, enrol
+from attest.agent.http import AgentApi, attest_once
 from attest.agent.tpm import Agent
 from attest.swtpm import start_node_tpm
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.helpers import org_roots
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
-from tests.webapp.conftest import set_golden_values
+from tests.webapp.conftest import enrol_node, set_golden_values
 from webapp.attestation import service
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.models import GPU, Generation, Node
@@ -48,7 +48,7 @@ def h100_node(fleet, h100_tpm, live_server, api, ledger):
     token = service.issue_node_credential(node, actor=ACTOR)
     with Agent(h100_tpm.tcti) as agent:
         node_api = AgentApi(live_server.url, token)
-        ak = enrol(agent, node_api)
+        ak = enrol_node(agent, node_api)
         assert attest_once(agent, node_api, ak)["valid"]
     return node
 
@@ -56,7 +56,7 @@ def h100_node(fleet, h100_tpm, live_server, api, ledger):
 def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     fleet, tenant, agent, api, owner, ledger, h100_node, settings
 ):
-    ak = enrol(agent, api)
+    ak = enrol_node(agent, api)
     set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
     assert attest_once(agent, api, ak)["valid"]
     relay_once(ledger)
@@ -126,7 +126,7 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
 
 
 def test_migration_to_the_same_generation_is_refused(fleet, tenant, owner, agent, api, ledger):
-    ak = enrol(agent, api)
+    ak = enrol_node(agent, api)
     attest_once(agent, api, ak)
     relay_once(ledger)
     lease = actions.request_lease(
@@ -161,7 +161,7 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     from scheduler.telemetry.sample import TelemetrySample as Sample
     from webapp.fleet.telemetry import record_samples
 
-    ak = enrol(agent, api)
+    ak = enrol_node(agent, api)
     set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
     assert attest_once(agent, api, ak)["valid"]
     relay_once(ledger)

@@ -86,7 +86,16 @@ node = Node.objects.create(name="node-1", site=site, pcr_policy=policy)
 a100 = Generation.objects.get(catalogue_id="A100-SXM4-80GB")
 for i in range(2):
     GPU.objects.create(uuid=gpu_uuid("node-1", i), node=node, index=i, generation=a100)
-print(json.dumps({"token": service.issue_node_credential(node, actor="test")}))
+from webapp.core.demo_agents import simulated_inventory
+from webapp.core.demo_governance import admin_clients, approve_fleet_policies
+from webapp.outbox.ledger import close_ledger_client
+with admin_clients() as admins:
+    approve_fleet_policies(admins, policy)
+close_ledger_client()
+print(json.dumps({
+    "token": service.issue_node_credential(node, actor="test"),
+    "inventory": simulated_inventory(node),
+}))
 """
 
 
@@ -170,7 +179,7 @@ def test_a_relayed_ledger_submit_is_a_child_of_the_request_that_queued_it(
     env = server_env(tmp_path, ca, jaeger.otlp, service)
     golden = {str(i): v.hex() for i, v in agent.read_pcrs("sha256:0,2,7")["sha256"].items()}
     run([sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], env)
-    token = json.loads(run([sys.executable, "-c", SETUP, json.dumps(golden)], env))["token"]
+    issued = json.loads(run([sys.executable, "-c", SETUP, json.dumps(golden)], env))
     port = free_port()
     daphne = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
     server = start(
@@ -180,7 +189,8 @@ def test_a_relayed_ledger_submit_is_a_child_of_the_request_that_queued_it(
         f"http://127.0.0.1:{port}/admin/login/",
     )
     try:
-        enrol(agent, AgentApi(f"http://127.0.0.1:{port}", token))  # queues RegisterNode
+        api = AgentApi(f"http://127.0.0.1:{port}", issued["token"])
+        enrol(agent, api, inventory=issued["inventory"])  # queues RegisterNode
     finally:
         stop(server)  # SIGTERM: its span processor flushes on the way out
     relayed = run([sys.executable, "manage.py", "ledger_relay", "--once"], env)

@@ -10,10 +10,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from attest.agent.http import attest_once, enrol
+from attest.agent.http import attest_once
 from ledger import money
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.webapp import leases
+from tests.webapp.conftest import enrol_node
 from webapp.dashboard.ranges import RANGES
 from webapp.fleet.models import Node, TelemetrySample
 from webapp.fleet.telemetry import record_samples
@@ -125,9 +126,10 @@ def test_node_page_shows_a_failed_quote_and_the_pcr_that_differs(
 ):
     # as the demo's tampered node: PCR 7 is extended after a good quote
     golden = Node.objects.get(pk=fleet.node.pk).pcr_policy.pcrs["sha256"]["7"]
+    ak = enrol_node(agent, api)  # enrolled while it booted as the policy says
     agent.extend_pcr(7, b"a changed boot configuration")
     measured = agent.read_pcrs("sha256:7")["sha256"][7].hex()
-    verdict = attest_once(agent, api, enrol(agent, api))
+    verdict = attest_once(agent, api, ak)
     assert verdict["valid"] is False, verdict
     body = staff.get("/ops/nodes/node-1/data.json?range=1h").json()
     assert body["node"]["trust"] == "failed"

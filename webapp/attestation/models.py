@@ -28,10 +28,13 @@ class Attestation(models.Model):
 
 class EnrolmentSession(models.Model):
     """A credential challenge in flight: the agent must answer with the secret we wrapped
-    for its EK and AK. Only the secret's digest is kept."""
+    for its EK and AK. Only the secret's digest is kept; the EK and its certificate go to the
+    ledger with the registration (the EK binding every endorser checks)."""
 
     node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="enrolment")
     ak_public = models.BinaryField()
+    ek_public = models.BinaryField(default=b"")
+    ek_certificate = models.BinaryField(default=b"", blank=True)
     ak_name = models.CharField(max_length=70)
     ek_name = models.CharField(max_length=70)
     expected_digest = models.CharField(max_length=64)

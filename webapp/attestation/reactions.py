@@ -1,5 +1,6 @@
 """What the attestation app asks of the outbox relay (registered in AttestationConfig.ready):
-swap the attestation ids a row refers to for their ledger ids, and note the ledger tx of a
+swap the attestation ids a row refers to for their ledger ids, have the relay's identity sign
+a registration's AK certificate as registrar, and note the ledger tx of a
 recorded verdict."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from webapp.attestation.models import Attestation
 from webapp.attestation.service import challenge_issued
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
-from webapp.outbox.records import ATTESTATION_REFS
+from webapp.outbox.records import ATTESTATION_REFS, sign_registration
 
 
 def resolve_attestation_refs(args: dict[str, Any]) -> dict[str, Any]:
@@ -47,5 +48,6 @@ def challenge_committed(entry: OutboxEntry, receipt: Receipt) -> None:
 
 def register() -> None:
     hooks.on_prepare(resolve_attestation_refs)
+    hooks.on_sign("RegisterNode", sign_registration)
     hooks.on_committed("IssueChallenge", challenge_committed)
     hooks.on_committed("RecordAttestation", attestation_recorded)

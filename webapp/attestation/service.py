@@ -20,17 +20,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from attest import enrol
+from attest.inventory import inventory_digest
 from attest.nonces import NonceRecord, NonceRegistry
 from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
-from attest.verdict import ClockInfo
+from attest.verdict import SEVERITY_ERROR, ClockInfo
 from attest.verifier import verify_quote
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
 from webapp.core import tokens
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet.models import Node
-from webapp.outbox.records import challenge_requested, enqueue
+from webapp.outbox.records import challenge_requested, enqueue, node_registered
 
 NODE_TOKEN_KIND = "wn"
 MAX_CA_FILES = 64
@@ -131,6 +132,8 @@ def start_enrolment(
             node=node,
             defaults={
                 "ak_public": challenge.ak_public,
+                "ek_public": ek_public,
+                "ek_certificate": ek_certificate or b"",
                 "ak_name": challenge.ak_name.hex(),
                 "ek_name": challenge.ek_name.hex(),
                 "expected_digest": hashlib.sha256(challenge.expected).hexdigest(),
@@ -140,31 +143,86 @@ def start_enrolment(
     return CredentialChallenge(challenge.credential_blob, challenge.secret)
 
 
-def finish_enrolment(node: Node, *, answer: bytes, actor: str) -> Node:
-    refused = None
+@dataclass(frozen=True)
+class InventoryQuote:
+    """The agent's quote whose qualifying data is its GPU inventory's digest
+    (attest.inventory): the AK's signature covers the GPUs the measured node reported."""
+
+    inventory: list[dict[str, str]]
+    quote: bytes
+    signature: bytes
+    pcr_values: PcrValues
+
+    def evidence(self) -> dict:
+        return {
+            "quote": base64.b64encode(self.quote).decode(),
+            "signature": base64.b64encode(self.signature).decode(),
+            "pcr_values": {
+                bank: {str(i): v.hex() for i, v in pcrs.items()}
+                for bank, pcrs in self.pcr_values.items()
+            },
+        }
+
+
+def _inventory_refusals(node: Node, ak_public: bytes, reported: InventoryQuote) -> list[dict]:
+    """Why the enrolment quote cannot go to the ledger (whose endorsers check the same)."""
+    registered = sorted(node.gpus.values_list("uuid", flat=True))
+    uuids = sorted(str(g.get("uuid")) for g in reported.inventory)
+    if uuids != registered:
+        return [
+            {
+                "code": "inventory_mismatch",
+                "detail": f"the node reported GPUs {uuids}; {node} has {registered}",
+            }
+        ]
+    try:
+        digest = inventory_digest(node.name, reported.inventory)
+    except ValueError as exc:
+        return [{"code": "inventory_malformed", "detail": str(exc)}]
+    verdict = verify_quote(
+        ak_public=ak_public,
+        quote=reported.quote,
+        signature=reported.signature,
+        pcr_values=reported.pcr_values,
+        nonce=digest,
+        policy=policy_of(node),
+    )
+    return [r.to_dict() for r in verdict.reasons if r.severity == SEVERITY_ERROR]
+
+
+def finish_enrolment(
+    node: Node, *, answer: bytes, enrolment_quote: InventoryQuote, actor: str
+) -> Node:
+    """Check the ActivateCredential answer and the quote over the node's GPU inventory, then
+    register the node on the ledger with its EK binding."""
+    refused: list[dict] = []
     with transaction.atomic():
         session = EnrolmentSession.objects.select_for_update().filter(node=node).first()
         if session is None:
-            refused = {"code": "no_enrolment", "detail": "no enrolment in progress: start one"}
+            refused = [{"code": "no_enrolment", "detail": "no enrolment in progress: start one"}]
         else:
             session.delete()  # one answer per challenge, right or wrong
             if not hmac.compare_digest(hashlib.sha256(answer).hexdigest(), session.expected_digest):
-                refused = {
-                    "code": "credential_mismatch",
-                    "detail": "ActivateCredential answer is wrong: the AK is not in the TPM "
-                    "that holds this EK",
-                }
+                refused = [
+                    {
+                        "code": "credential_mismatch",
+                        "detail": "ActivateCredential answer is wrong: the AK is not in the TPM "
+                        "that holds this EK",
+                    }
+                ]
+            else:
+                refused = _inventory_refusals(node, bytes(session.ak_public), enrolment_quote)
         if refused:
-            audit(actor, "node.enrolment_refused", node, reasons=[refused])
+            audit(actor, "node.enrolment_refused", node, reasons=refused)
         else:
-            _register(node, session, actor)
+            _register(node, session, enrolment_quote, actor)
     if refused:  # raised after the commit, so the refusal and its reason are on record
-        raise EnrolmentRefused([refused])
+        raise EnrolmentRefused(refused)
     node.refresh_from_db()
     return node
 
 
-def _register(node: Node, session: EnrolmentSession, actor: str) -> None:
+def _register(node: Node, session: EnrolmentSession, reported: InventoryQuote, actor: str) -> None:
     node.ak_public = bytes(session.ak_public)
     node.ak_name = session.ak_name
     node.ek_name = session.ek_name
@@ -173,22 +231,13 @@ def _register(node: Node, session: EnrolmentSession, actor: str) -> None:
     node.last_good_attestation = None
     node.save()
     audit(actor, "node.enrolled", node, ak_name=node.ak_name, ek_name=node.ek_name)
-    enqueue(
-        f"node:{node.name}:ak:{node.ak_name}",
-        "RegisterNode",
-        {
-            "node_id": node.name,
-            "org": settings.LEDGER_ORG,
-            "ak_public": base64.b64encode(node.ak_public).decode(),
-            "gpus": [
-                {"uuid": g.uuid, "generation": g.generation.catalogue_id}
-                for g in node.gpus.select_related("generation")
-            ],
-            "pcr_policy": {
-                "pcrs": node.pcr_policy.pcrs,
-                "max_age_s": node.pcr_policy.effective_max_age_s(),
-            },
-        },
+    node_registered(
+        node,
+        ek_public=bytes(session.ek_public),
+        ek_certificate=bytes(session.ek_certificate),
+        activated_ns=time.time_ns(),
+        inventory=reported.inventory,
+        enrolment_quote=reported.evidence(),
     )
     publish_on_commit("node", name=node.name, trust=node.trust)
 

@@ -1,10 +1,13 @@
 """The demo's node agents: one swtpm per simulated node, each with the real agent code
 talking HTTP to the demo server — enrol (EK certificate chain, credential activation), then
-a fresh quote every ATTESTATION_INTERVAL_S. One node has its PCR 7 extended after its first
-good quote (as if Secure Boot had been switched off), so the dashboard shows it red."""
+a fresh quote every ATTESTATION_INTERVAL_S. Each agent reports the GPUs the demo simulates
+for its node (the replayed trace's GPUs; NVML on a real host). One node has its PCR 7
+extended after its first good quote (as if Secure Boot had been switched off), so the
+dashboard shows it red."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import signal
@@ -30,6 +33,18 @@ POLICY_PCRS = "sha256:0,2,7"
 STOP_WAIT_S = 3.0
 
 
+def simulated_inventory(node: Node) -> list[dict[str, str]]:
+    """What NVML would report for the node's simulated GPUs: uuid, name and serial."""
+    return [
+        {
+            "uuid": gpu.uuid,
+            "name": f"NVIDIA {gpu.generation.catalogue_id}",
+            "serial": str(int(hashlib.sha256(gpu.uuid.encode()).hexdigest()[:12], 16)).zfill(15),
+        }
+        for gpu in node.gpus.select_related("generation").order_by("index")
+    ]
+
+
 def signals_to_main_thread() -> None:
     """Block SIGINT/SIGTERM in this thread, so the kernel delivers them to the main thread,
     whose event loop would otherwise not notice a signal caught by a thread in C code."""
@@ -45,7 +60,9 @@ class DemoAgents:
         self.threads: list[threading.Thread] = []
         self.stop_event = threading.Event()
 
-    def start(self, nodes: list[Node], policy: PcrPolicy, progress=print) -> None:
+    def prepare(self, nodes: list[Node], policy: PcrPolicy, progress=print) -> None:
+        """Start the swtpms, trust their EK CA (TPM_EK_CA_DIR) and record the golden values
+        from the first node."""
         ca = LocalCA(self.root / "ca")
         for node in nodes:
             progress(f"  starting swtpm for {node.name}…")
@@ -56,12 +73,15 @@ class DemoAgents:
         shutil.copy(ca.root_cert_file, ca_dir / "demo-swtpm-root.pem")
         shutil.copy(ca.issuer_cert_file, ca_dir / "demo-swtpm-issuer.pem")
         self._record_golden_values(policy, nodes[0])
+
+    def launch(self, nodes: list[Node]) -> None:
+        """One agent thread per node: enrol, then attest on a schedule."""
         for index, node in enumerate(nodes):
             token = service.issue_node_credential(node, actor="demo")
             tamper = index == len(nodes) + TAMPERED_NODE_INDEX
             thread = threading.Thread(
                 target=self._agent,
-                args=(node.name, token, tamper),
+                args=(node.name, token, simulated_inventory(node), tamper),
                 daemon=True,
                 name=f"agent-{node.name}",
             )
@@ -85,7 +105,7 @@ class DemoAgents:
                 self.stop_event.wait(0.5)
         return False
 
-    def _agent(self, node: str, token: str, tamper: bool) -> None:
+    def _agent(self, node: str, token: str, inventory: list[dict[str, str]], tamper: bool) -> None:
         signals_to_main_thread()
         if not self._wait_for_server():
             log.error("agent of %s: server did not come up", node)
@@ -93,7 +113,7 @@ class DemoAgents:
         api = AgentApi(self.server, token)
         try:
             with Agent(self.tpms[node].tcti) as agent:
-                ak = enrol(agent, api)
+                ak = enrol(agent, api, inventory=inventory)
                 while not self.stop_event.is_set():
                     try:
                         verdict = attest_once(agent, api, ak)

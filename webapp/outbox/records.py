@@ -4,10 +4,16 @@ contract's argument shapes on the web app's side."""
 
 from __future__ import annotations
 
+import base64
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
+from django.utils.text import slugify
+
 from ledger import billing
+from ledger.ek_binding import ak_certificate, sign_ak_certificate
 from webapp.outbox.models import OutboxEntry
 
 # args key holding the Django ids of the attestations a lease relies on; the attestation
@@ -23,6 +29,67 @@ def enqueue(business_key: str, function: str, args: dict[str, Any]) -> OutboxEnt
         business_key=business_key, defaults={"function": function, "args": args}
     )
     return entry
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def pcr_policy_id(policy) -> str:
+    """The ledger key of a PCR policy: both organisations approve it under this id
+    (governance kind "pcr_policy") before a node registers with it."""
+    return slugify(policy.name) or f"pcr-policy-{policy.pk}"
+
+
+def pcr_policy_document(policy) -> dict[str, Any]:
+    """The governance document of a PCR policy (ProposePolicy kind "pcr_policy")."""
+    return {"pcrs": policy.pcrs, "max_age_s": policy.effective_max_age_s()}
+
+
+def node_registered(
+    node,
+    *,
+    ek_public: bytes,
+    ek_certificate: bytes,
+    activated_ns: int,
+    inventory: list[dict[str, str]],
+    enrolment_quote: dict[str, Any],
+) -> OutboxEntry:
+    """RegisterNode after a successful credential activation: the AK, the EK binding (EK
+    and its certificate, the AK certificate the relay's identity signs as registrar just
+    before sending: see `sign_registration`), the node's quote over its GPU inventory and the
+    PCR policy both organisations approved."""
+    certificate = ak_certificate(
+        node.name, bytes.fromhex(node.ak_name), bytes.fromhex(node.ek_name), activated_ns
+    )
+    return enqueue(
+        f"node:{node.name}:ak:{node.ak_name}",
+        "RegisterNode",
+        {
+            "node_id": node.name,
+            "org": settings.LEDGER_ORG,
+            "ak_public": _b64(node.ak_public),
+            "gpus": [
+                {"uuid": g.uuid, "generation": g.generation.catalogue_id}
+                for g in node.gpus.select_related("generation").order_by("uuid")
+            ],
+            "pcr_policy_id": pcr_policy_id(node.pcr_policy),
+            "ek_binding": {
+                "ek_public": _b64(ek_public),
+                "ek_certificate": _b64(ek_certificate),
+                "ak_certificate": certificate,
+            },
+            "enrolment_quote": {**enrolment_quote, "inventory": inventory},
+        },
+    )
+
+
+def sign_registration(args: dict[str, Any], sign: Callable[[bytes], bytes]) -> dict[str, Any]:
+    """The registrar's signature over the AK certificate, by the identity that submits the
+    RegisterNode (the contract compares it with the transaction's creator)."""
+    binding = dict(args["ek_binding"])
+    binding["registrar_signature"] = sign_ak_certificate(binding["ak_certificate"], sign)
+    return {**args, "ek_binding": binding}
 
 
 def challenge_requested(node) -> OutboxEntry:

@@ -201,7 +201,7 @@ class _Pipeline:
 
     def prepare(self, entry: OutboxEntry) -> dict[str, Any] | None:
         try:
-            return hooks.prepare(entry)
+            return hooks.prepare(entry, self.client.sign)
         except hooks.NotReady as wait:
             if self.in_flight:  # its prerequisite may be in flight: let it commit, then look
                 self.drain()

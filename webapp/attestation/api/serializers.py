@@ -8,6 +8,8 @@ import re
 
 from rest_framework import serializers
 
+from attest.inventory import MAX_FIELD_CHARS
+
 MAX_PUBLIC_BYTES = 1024  # a TPM2B_PUBLIC for RSA-2048 is ~ 300 bytes
 MAX_CERT_BYTES = 4096
 MAX_QUOTE_BYTES = 1024
@@ -15,6 +17,7 @@ MAX_SIGNATURE_BYTES = 1024
 MAX_ANSWER_BYTES = 64
 HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{2,128}$")
 MAX_PCRS = 24
+MAX_GPUS = 64  # GPUs one node may report
 
 
 class Base64Field(serializers.CharField):
@@ -39,12 +42,9 @@ class EnrolSerializer(serializers.Serializer):
     ak_public = Base64Field(max_bytes=MAX_PUBLIC_BYTES)
 
 
-class ActivateSerializer(serializers.Serializer):
-    answer = Base64Field(max_bytes=MAX_ANSWER_BYTES)
+class PcrEvidenceSerializer(serializers.Serializer):
+    """A quote, its signature and the PCR values it covers."""
 
-
-class QuoteSerializer(serializers.Serializer):
-    nonce = serializers.RegexField(r"^[0-9a-fA-F]{64}$")
     quote = Base64Field(max_bytes=MAX_QUOTE_BYTES)
     signature = Base64Field(max_bytes=MAX_SIGNATURE_BYTES)
     pcr_values = serializers.DictField(
@@ -66,3 +66,25 @@ class QuoteSerializer(serializers.Serializer):
             if any(not 0 <= i < MAX_PCRS for i in values[bank]):
                 raise serializers.ValidationError(f"bank {bank!r}: PCR index out of range")
         return values
+
+
+class QuoteSerializer(PcrEvidenceSerializer):
+    nonce = serializers.RegexField(r"^[0-9a-fA-F]{64}$")
+
+
+class GpuSerializer(serializers.Serializer):
+    """One GPU as NVML reports it (attest.inventory checks the characters)."""
+
+    uuid = serializers.CharField(max_length=MAX_FIELD_CHARS, trim_whitespace=False)
+    name = serializers.CharField(max_length=MAX_FIELD_CHARS, trim_whitespace=False)
+    serial = serializers.CharField(
+        max_length=MAX_FIELD_CHARS, allow_blank=True, trim_whitespace=False
+    )
+
+
+class ActivateSerializer(serializers.Serializer):
+    """The ActivateCredential answer and the quote over the node's GPU inventory."""
+
+    answer = Base64Field(max_bytes=MAX_ANSWER_BYTES)
+    inventory = GpuSerializer(many=True, allow_empty=False, max_length=MAX_GPUS)
+    enrolment_quote = PcrEvidenceSerializer()

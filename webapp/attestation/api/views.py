@@ -22,6 +22,14 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+def selection_of(node) -> str:
+    """The node's policy PCRs in tpm2-tools' syntax (sha256:0,2,7)."""
+    selection = service.policy_of(node).selection
+    return "+".join(
+        f"{bank}:{','.join(map(str, sorted(pcrs)))}" for bank, pcrs in selection.items()
+    )
+
+
 class AgentView(APIView):
     authentication_classes = [NodeCredentialAuthentication]
     permission_classes = [IsNodeAgent]
@@ -56,7 +64,14 @@ class EnrolView(AgentView):
             actor=actor,
         )
         return Response(
-            {"credential_blob": b64(challenge.credential_blob), "secret": b64(challenge.secret)}
+            {
+                "credential_blob": b64(challenge.credential_blob),
+                "secret": b64(challenge.secret),
+                # what the enrolment quote covers: the inventory digest names the node, and
+                # the quote selects the policy's PCRs
+                "node_id": node.name,
+                "selection": selection_of(node),
+            }
         )
 
 
@@ -65,7 +80,16 @@ class ActivateView(AgentView):
     serializer_class = s.ActivateSerializer
 
     def act(self, node, data, actor):
-        node = service.finish_enrolment(node, answer=data["answer"], actor=actor)
+        evidence = data["enrolment_quote"]
+        reported = service.InventoryQuote(
+            inventory=[dict(gpu) for gpu in data["inventory"]],
+            quote=evidence["quote"],
+            signature=evidence["signature"],
+            pcr_values=evidence["pcr_values"],
+        )
+        node = service.finish_enrolment(
+            node, answer=data["answer"], enrolment_quote=reported, actor=actor
+        )
         return Response({"node": node.name, "ak_name": node.ak_name, "status": node.status})
 
 
@@ -78,15 +102,12 @@ class ChallengeView(AgentView):
                 {"pending": True, "retry_after_s": CHALLENGE_RETRY_AFTER_S},
                 status=status.HTTP_202_ACCEPTED,
             )
-        selection = service.policy_of(node).selection
         return Response(
             {
                 # when the agent should come for its next challenge
                 "interval_s": settings.ATTESTATION_INTERVAL_S,
                 "nonce": nonce.hex(),
-                "selection": "+".join(
-                    f"{bank}:{','.join(map(str, sorted(pcrs)))}" for bank, pcrs in selection.items()
-                ),
+                "selection": selection_of(node),
             }
         )
 

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT
 from webapp.core.demo_agents import DemoAgents
+from webapp.core.demo_governance import admin_clients, approve_fleet_policies
 from webapp.core.demo_loop import DEMO_HOUR_S, DemoLoop
 from webapp.core.history import seed_history
 from webapp.core.seed import OPERATOR, seed_demo
@@ -98,11 +99,13 @@ class Command(BaseCommand):
         )
         agents = DemoAgents(settings.DATA_DIR, f"http://{host}:{port}", DEMO_ATTESTATION_INTERVAL_S)
         self.stdout.write("Starting one swtpm and node agent per node…")
-        agents.start(
-            list(Node.objects.order_by("name")),
-            PcrPolicy.objects.get(name="demo-boot-policy"),
-            progress=self.stdout.write,
-        )
+        nodes = list(Node.objects.order_by("name"))
+        policy = PcrPolicy.objects.get(name="demo-boot-policy")
+        agents.prepare(nodes, policy, progress=self.stdout.write)
+        self.stdout.write("Both organisations' admins approve the EK roots and PCR policy…")
+        with admin_clients(network) as admins:
+            approve_fleet_policies(admins, policy)
+        agents.launch(nodes)
         loop = None if no_loop else DemoLoop()
         if loop:
             loop.start()
