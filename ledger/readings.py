@@ -3,8 +3,9 @@ measure. One definition, used by the scheduler when it settles and by `audit-bil
 tenant re-derives a line from the readings alone.
 
 A reading is the CSV row `t_ms,gpu,energy_mj,power_mw,util_gpu_pct,util_mem_pct,temp_c`. A
-GPU's digest is the SHA-256 of its rows in time order, each ending in "\\n"; an interval's
-digest is the SHA-256 of the lines `{gpu}:{digest}\\n` in GPU order. Measured energy is the
+GPU's digest is the SHA-256 of its rows in time order, each ending in "\\n"; a node's
+telemetry digest (what its quote binds) is the SHA-256 of the lines `{gpu}:{digest}\\n` in
+GPU order. Measured energy is the
 sum of the counter's increases between consecutive readings of each GPU; a counter that goes
 down (a driver restart) starts again and the energy across the restart is not counted.
 
@@ -77,7 +78,7 @@ def gpu_digest(rows: Iterable[str]) -> str:
 
 
 def combine(per_gpu: dict[str, str]) -> str:
-    """The interval's digest from each GPU's."""
+    """A node's telemetry digest from each GPU's batch digest."""
     lines = "".join(f"{gpu}:{per_gpu[gpu]}\n" for gpu in sorted(per_gpu))
     return hashlib.sha256(lines.encode()).hexdigest()
 
@@ -85,10 +86,6 @@ def combine(per_gpu: dict[str, str]) -> str:
 def gpu_digests(readings: Iterable[Reading]) -> dict[str, str]:
     """Each GPU's digest over its readings: a node's batches, as its quote binds them."""
     return {gpu: gpu_digest(r.row for r in rows) for gpu, rows in by_gpu(readings).items()}
-
-
-def interval_digest(readings: Iterable[Reading]) -> str:
-    return combine(gpu_digests(readings))
 
 
 def energy_mj(readings: Iterable[Reading]) -> int:

@@ -14,10 +14,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from attest.agent.tpm import AK_ECC, Agent, AkKey
+from ledger import readings as telemetry
 
 log = logging.getLogger("attest.agent")
 
@@ -25,6 +27,8 @@ HTTP_TIMEOUT_S = 30.0
 CHALLENGE_WAIT_S = 30.0  # the ledger commits a challenge in seconds; then the round fails
 MAX_RETRY_S = 5.0  # never sleep longer than this between asks, whatever the server says
 MAX_RESPONSE_BYTES = 1 << 20
+BAD_REQUEST = 400
+MAX_TELEMETRY_CHARS = 960 * 1024  # the server's limit per quote; the rest waits for the next
 
 
 class AgentApiError(RuntimeError):
@@ -105,14 +109,18 @@ def fetch_challenge(api: AgentApi, wait_s: float = CHALLENGE_WAIT_S) -> dict[str
     return challenge
 
 
-def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
-    """Fetch the ledger's challenge, quote the selected PCRs over it, return the verdict."""
+def attest_once(agent: Agent, api: AgentApi, ak: AkKey, readings: str = "") -> dict[str, Any]:
+    """Fetch the ledger's challenge, quote the selected PCRs over it and over the digests of
+    `readings` (the GPUs' canonical CSV rows since the previous quote: ledger.readings), send
+    both, return the verdict."""
     challenge = fetch_challenge(api)
     nonce = bytes.fromhex(challenge["nonce"])
-    evidence = agent.quote(ak, nonce, challenge["selection"])
+    digests = telemetry.gpu_digests(telemetry.parse_rows(readings))
+    evidence = agent.quote(ak, telemetry.qualifying_data(nonce, digests), challenge["selection"])
     verdict = api.post(
         "quote/",
         {
+            "telemetry": readings,
             "nonce": nonce.hex(),
             "quote": _b64(evidence.quote),
             "signature": _b64(evidence.signature),
@@ -136,13 +144,40 @@ def load_or_enrol(agent: Agent, api: AgentApi, state: Path, alg: str = AK_ECC) -
     return ak
 
 
-def run(agent: Agent, api: AgentApi, ak: AkKey, interval_s: float, stop: threading.Event) -> None:
-    """Answer a challenge every `interval_s` until `stop` is set; errors are logged, and the
-    next round tries again (the server marks the node stale if rounds keep failing)."""
+def split_readings(rows: str, limit: int = MAX_TELEMETRY_CHARS) -> tuple[str, str]:
+    """The oldest whole rows that fit in `limit` characters, and the rest."""
+    if len(rows) <= limit:
+        return rows, ""
+    cut = rows.rfind("\n", 0, limit) + 1
+    return rows[:cut], rows[cut:]
+
+
+def run(
+    agent: Agent,
+    api: AgentApi,
+    ak: AkKey,
+    interval_s: float,
+    stop: threading.Event,
+    read_counters: Callable[[], str] | None = None,
+) -> None:
+    """Answer a challenge every `interval_s` until `stop` is set, each quote binding the
+    readings `read_counters` returned since the previous one (kept for the next round when a
+    round fails); errors are logged, and the next round tries again (the server marks the
+    node stale if rounds keep failing)."""
+    pending = ""
     while not stop.is_set():
+        pending += read_counters() if read_counters else ""
+        batch, rest = split_readings(pending)
         try:
-            verdict = attest_once(agent, api, ak)
+            verdict = attest_once(agent, api, ak, batch)
+            pending = rest
             log.info("attestation %s", "valid" if verdict.get("valid") else verdict)
-        except (AgentApiError, OSError) as exc:
+        except ValueError as exc:  # readings no quote can bind (AgentApiError: the server's)
+            if isinstance(exc, AgentApiError) and exc.status != BAD_REQUEST:
+                log.warning("attestation round failed: %s", exc)
+            else:
+                pending = rest
+                log.error("attestation round refused, %d readings dropped: %s", len(batch), exc)
+        except OSError as exc:
             log.warning("attestation round failed: %s", exc)
         stop.wait(interval_s)

@@ -64,7 +64,7 @@ def test_readings_rederive_the_schedulers_digest_and_energy(raw):
         m = measure(samples, gpu, 0, 10**6)
         per_gpu[gpu] = telemetry_digest(m.samples)
         energy += m.measured_mj
-    assert readings.interval_digest(parsed) == readings.combine(per_gpu)
+    assert readings.gpu_digests(parsed) == per_gpu
     assert readings.energy_mj(parsed) == energy
 
 

@@ -201,6 +201,7 @@ def _record_settlement(lease: Lease, interval: IntervalSettlement) -> Settlement
         final=interval.final,
         measured_energy_mj=interval.measured_mj,
         telemetry_digest=interval.telemetry_digest,
+        telemetry_batches=request["telemetry_batches"],
         gpus=[g.gpu for g in interval.gpus],
         **{k: request[k] for k in records.SETTLEMENT_FIGURES},
     )

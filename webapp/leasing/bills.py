@@ -10,9 +10,7 @@ from typing import Any
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
 
-from ledger.readings import row_text
-from webapp.fleet.models import GPU
-from webapp.fleet.telemetry import samples_between
+from webapp.attestation.telemetry import cited_readings
 from webapp.leasing.models import Settlement
 
 MONTH_RE = re.compile(r"(\d{4})-(0[1-9]|1[0-2])")
@@ -97,10 +95,9 @@ def bill(lines: QuerySet, month: str | None = None) -> dict[str, Any]:
 
 
 def readings_csv(s: Settlement) -> str:
-    """The readings behind a line, as the canonical rows its telemetry digest covers."""
-    gpus = GPU.objects.filter(uuid__in=s.gpus)
-    samples = samples_between(list(gpus), s.start_ms, s.end_ms)
-    return "".join(row_text(sample.canonical()) + "\n" for sample in samples)
+    """The readings behind a line: the rows of the attested batches it cites, which re-hash
+    to its telemetry digest (docs/billing.md, "Attested telemetry")."""
+    return cited_readings(s.telemetry_batches)
 
 
 def totals_by_tenant() -> dict[str, int]:

@@ -17,8 +17,9 @@ from ledger.terms import DEPLOYED as RATE_CARD
 from scheduler import api as scheduler
 from scheduler.catalogue import load_catalogue
 from webapp.attestation.models import Attestation
+from webapp.attestation.telemetry import attested_batches
 from webapp.fleet.models import GPU, Node, Site
-from webapp.fleet.telemetry import latest_by_gpu, samples_between
+from webapp.fleet.telemetry import latest_by_gpu
 from webapp.leasing import actions, states
 from webapp.leasing.entitlements import effective_priority
 from webapp.leasing.models import Lease
@@ -246,7 +247,8 @@ def settlement_of(
 ) -> scheduler.IntervalSettlement:
     """The scheduler's settlement of the lease's open interval (from the end of its last
     line, or the start of its terms) up to `until` (default: when it ended), measured from
-    its GPUs' stored telemetry. Stored and relayed as it is; nothing is recomputed here."""
+    its GPUs' attested readings (docs/billing.md, "Attested telemetry"). Stored and relayed
+    as it is; nothing is recomputed here."""
     last = lease.settlements.order_by("-seq").first()
     start_ms = last.end_ms if last else lease.terms["start_ms"]
     end_ms = max(start_ms, int((until or lease.ended).timestamp() * 1000))
@@ -255,7 +257,7 @@ def settlement_of(
         str(lease.ledger_id),
         lease.settlements.count(),
         lease.terms,
-        samples_between(gpus, start_ms, end_ms),
+        attested_batches(gpus, start_ms, end_ms),
         start_ms,
         end_ms,
         final=final,
