@@ -144,12 +144,61 @@ def load_or_enrol(agent: Agent, api: AgentApi, state: Path, alg: str = AK_ECC) -
     return ak
 
 
-def split_readings(rows: str, limit: int = MAX_TELEMETRY_CHARS) -> tuple[str, str]:
-    """The oldest whole rows that fit in `limit` characters, and the rest."""
-    if len(rows) <= limit:
-        return rows, ""
-    cut = rows.rfind("\n", 0, limit) + 1
-    return rows[:cut], rows[cut:]
+class PendingReadings:
+    """Readings waiting for a quote: each round adds what the counters read since, sends the
+    oldest whole rows that fit in one request, and drops them once sent (or refused)."""
+
+    def __init__(self, read_counters: Callable[[], str] | None) -> None:
+        self.read_counters = read_counters
+        self.rows = ""
+        self.batch = ""
+
+    def take(self) -> str:
+        self.rows += self.read_counters() if self.read_counters else ""
+        cut = len(self.rows)
+        if cut > MAX_TELEMETRY_CHARS:
+            cut = self.rows.rfind("\n", 0, MAX_TELEMETRY_CHARS) + 1
+        self.batch = self.rows[:cut]
+        return self.batch
+
+    def done(self) -> None:
+        self.rows = self.rows[len(self.batch) :]
+        self.batch = ""
+
+
+class FileCounters:
+    """The host's counter log: whole CSV rows (ledger.readings) another process appends, e.g.
+    an NVML logger; each call returns those appended since the previous one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+
+    def __call__(self) -> str:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read(MAX_TELEMETRY_CHARS)
+        except FileNotFoundError:
+            return ""
+        whole = data[: data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        return whole.decode("ascii", errors="replace")
+
+
+def answer(agent: Agent, api: AgentApi, ak: AkKey, pending: PendingReadings) -> dict[str, Any]:
+    """One round: a quote over the pending readings. Readings the server refuses (400) or no
+    quote can bind (malformed) are dropped, with the error raised to the caller."""
+    try:
+        verdict = attest_once(agent, api, ak, pending.take())
+    except AgentApiError as exc:
+        if exc.status == BAD_REQUEST:
+            pending.done()
+        raise
+    except ValueError:
+        pending.done()
+        raise
+    pending.done()
+    return verdict
 
 
 def run(
@@ -164,20 +213,11 @@ def run(
     readings `read_counters` returned since the previous one (kept for the next round when a
     round fails); errors are logged, and the next round tries again (the server marks the
     node stale if rounds keep failing)."""
-    pending = ""
+    pending = PendingReadings(read_counters)
     while not stop.is_set():
-        pending += read_counters() if read_counters else ""
-        batch, rest = split_readings(pending)
         try:
-            verdict = attest_once(agent, api, ak, batch)
-            pending = rest
+            verdict = answer(agent, api, ak, pending)
             log.info("attestation %s", "valid" if verdict.get("valid") else verdict)
-        except ValueError as exc:  # readings no quote can bind (AgentApiError: the server's)
-            if isinstance(exc, AgentApiError) and exc.status != BAD_REQUEST:
-                log.warning("attestation round failed: %s", exc)
-            else:
-                pending = rest
-                log.error("attestation round refused, %d readings dropped: %s", len(batch), exc)
-        except OSError as exc:
+        except (AgentApiError, OSError, ValueError) as exc:
             log.warning("attestation round failed: %s", exc)
         stop.wait(interval_s)

@@ -200,6 +200,8 @@ def test_nodes_without_a_fresh_good_quote_go_stale(fleet):
 
 def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, tmp_path):
     env = {**os.environ, "WATTLEASE_NODE_CREDENTIAL": api.token}
+    counters = tmp_path / "counters.csv"  # as the host's counter logger appends them
+    counters.write_text(_readings(fleet.gpus[:2]) + "5,GPU-half-a-row")
     result = subprocess.run(
         [
             sys.executable,
@@ -217,6 +219,8 @@ def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, 
             "0.2",
             "--rounds",
             "2",
+            "--readings",
+            str(counters),
         ],
         env=env,
         capture_output=True,
@@ -226,6 +230,10 @@ def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, 
     assert result.returncode == 0, result.stdout + result.stderr
     assert Attestation.objects.filter(node=fleet.node, valid=True).count() == 2
     assert Node.objects.get(pk=fleet.node.pk).trust == Node.TRUSTED
+    # the first quote bound the whole rows logged before it; the half row waits
+    (first,) = {b.attestation for b in TelemetryBatch.objects.all()}
+    assert first == Attestation.objects.filter(node=fleet.node).order_by("created").first()
+    assert TelemetryBatch.objects.count() == 2 and {b.rows for b in first.batches.all()} == {2}
 
 
 def test_a_policy_without_an_age_of_its_own_uses_attestation_max_age_s(fleet, settings):

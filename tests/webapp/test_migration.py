@@ -14,7 +14,7 @@ from attest.agent.tpm import Agent
 from attest.swtpm import start_node_tpm
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.helpers import org_roots
-from tests.webapp.conftest import set_golden_values
+from tests.webapp.conftest import NodeAgent, set_golden_values
 from webapp.attestation import service
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.models import GPU, Generation, Node
@@ -36,8 +36,8 @@ def h100_tpm(tmp_path_factory, ca):
 
 
 @pytest.fixture
-def h100_node(fleet, h100_tpm, live_server, api, ledger):
-    """A second node, of H100s, at the same site, attested and on the ledger."""
+def h100_agent(fleet, h100_tpm, live_server, api, ledger):
+    """A second node, of H100s, at the same site, attested and on the ledger: its agent."""
     node = Node.objects.create(
         name="node-2", site=fleet.site, pcr_policy=fleet.node.pcr_policy, status=Node.ACTIVE
     )
@@ -47,9 +47,14 @@ def h100_node(fleet, h100_tpm, live_server, api, ledger):
     token = service.issue_node_credential(node, actor=ACTOR)
     with Agent(h100_tpm.tcti) as agent:
         node_api = AgentApi(live_server.url, token)
-        ak = enrol(agent, node_api)
-        assert attest_once(agent, node_api, ak)["valid"]
-    return node
+        node_agent = NodeAgent(agent, node_api, enrol(agent, node_api))
+        assert node_agent.attest()["valid"]
+        yield node_agent
+
+
+@pytest.fixture
+def h100_node(h100_agent):
+    return Node.objects.get(name="node-2")
 
 
 def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
@@ -168,17 +173,15 @@ def _run_audit(tmp_path, bill: dict, receipts, roots: str, readings) -> tuple[in
 
 
 def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
-    fleet, tenant, agent, api, owner, ledger, h100_node, settings, tmp_path
+    fleet, tenant, node_agent, owner, ledger, h100_agent, settings, tmp_path
 ):
     import time
 
     from ledger.engine import EmbeddedLedger
+    from ledger.readings import row_text
     from scheduler.telemetry.sample import TelemetrySample as Sample
-    from webapp.fleet.telemetry import record_samples
 
-    ak = enrol(agent, api)
-    set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
-    assert attest_once(agent, api, ak)["valid"]
+    assert node_agent.attest()["valid"]
     relay_once(ledger)
     lease = actions.request_lease(
         owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(2), actor=ACTOR
@@ -192,12 +195,18 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     lease.refresh_from_db()
     assert lease.state == states.ACTIVE
 
-    def draw(gpus, from_ms: int) -> None:  # two counter readings per GPU, 300 W apart
-        record_samples(
-            Sample(g.uuid, from_ms + dt, 10**6 + dt * 300, 300_000, 90, 50, 60)
+    agents = {fleet.node.pk: node_agent, Node.objects.get(name="node-2").pk: h100_agent}
+
+    def draw(gpus, from_ms: int) -> None:
+        """Two counter readings per GPU, 300 W apart, bound into their node's next quote."""
+        rows = [
+            (g.node_id, Sample(g.uuid, from_ms + dt, 10**6 + dt * 300, 300_000, 90, 50, 60))
             for g in gpus
             for dt in (1, 3)
-        )
+        ]
+        for node in {node for node, _ in rows}:
+            text = "".join(row_text(s.canonical()) + "\n" for n, s in rows if n == node)
+            assert agents[node].attest(text)["valid"]
 
     draw(before, lease.terms["start_ms"])
     time.sleep(0.02)
