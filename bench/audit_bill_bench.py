@@ -69,6 +69,7 @@ def build(args: argparse.Namespace, workdir: Path) -> tuple[dict, Path, Path]:
                 "interval": {"start_ms": line["start_ms"], "end_ms": line["end_ms"]},
                 "measured_energy_mj": line["measured_mj"],
                 "telemetry_digest": line["telemetry_digest"],
+                "telemetry_batches": line["telemetry_batches"],
                 "evidence": {"tx_id": tx_id},
             }
         )

@@ -42,6 +42,7 @@ COMPARED = {
     "total_micro": "total_micro",
     "final": "final",
     "telemetry_digest": "telemetry_digest",
+    "telemetry_batches": "telemetry_batches",
 }
 INTERVAL = (("start_ms", "start_ms"), ("end_ms", "end_ms"))
 

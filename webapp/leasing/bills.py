@@ -72,6 +72,8 @@ def line(s: Settlement) -> dict[str, Any]:
             "tariff_micro_per_kwh": s.tariff_micro_per_kwh,
         },
         "telemetry_digest": s.telemetry_digest,
+        # the attested batches of readings the line measured ([{gpu, digest, rows}])
+        "telemetry_batches": s.telemetry_batches,
         "evidence": {
             "tx_id": s.ledger_tx or None,
             "block": s.ledger_block,
