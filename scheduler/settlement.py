@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN
+from itertools import pairwise
 from typing import Any
 
 from ledger import money, readings
+from ledger.attested_telemetry import MAX_BATCHES
 from ledger.terms import RateCard
 from scheduler.catalogue import Catalogue
 from scheduler.pricing import PriceBreakdown
@@ -255,3 +257,33 @@ def settle(
         gpus=tuple(gpus),
         batches=tuple(b.cited() for b in cited),
     )
+
+
+def settle_lines(
+    lease: str,
+    seq: int,
+    terms: dict[str, Any],
+    batches: Iterable[AttestedBatch],
+    start_ms: int,
+    end_ms: int,
+    *,
+    final: bool = False,
+    max_batches: int = MAX_BATCHES,
+) -> list[IntervalSettlement]:
+    """The lines that settle [start_ms, end_ms]: one, unless it has more attested batches
+    than one line may cite (the contract's MAX_BATCHES); then it is cut at batch ends so each
+    line cites at most `max_batches`. A line also cites the batches that end at its start
+    and those running past its end, at most one of each per GPU: hence the room left."""
+    pool = list(batches)
+    gpus = terms["attributed_power_mw"]
+    cited = cited_batches(pool, gpus, start_ms, end_ms)
+    room = max_batches - 3 * len(gpus)
+    if len(cited) <= max_batches or room < 1:
+        return [settle(lease, seq, terms, pool, start_ms, end_ms, final=final)]
+    ends = sorted(b.samples[-1].t_ms for b in cited)
+    cuts = sorted({t for t in ends[room - 1 :: room] if start_ms < t < end_ms})
+    bounds = list(pairwise([start_ms, *cuts, end_ms]))
+    return [
+        settle(lease, seq + i, terms, pool, a, b, final=final and i == len(bounds) - 1)
+        for i, (a, b) in enumerate(bounds)
+    ]

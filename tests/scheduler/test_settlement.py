@@ -18,6 +18,7 @@ from scheduler.settlement import (
     lease_terms,
     measure,
     settle,
+    settle_lines,
     telemetry_digest,
 )
 from scheduler.telemetry.sample import TelemetrySample
@@ -194,3 +195,34 @@ def test_a_counter_reset_never_produces_negative_energy(trace):
     assert all(s.energy_mj >= 0 for s in m.segments)
     assert m.measured_mj >= 0
     assert m.resets == sum(1 for a, b in pairwise(trace) if b.energy_mj < a.energy_mj)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 3), st.integers(6, 12))
+def test_an_interval_with_more_batches_than_a_line_may_cite_is_cut_into_lines(
+    quotes, gpus, max_batches
+):
+    """Each line cites at most max_batches, the lines tile the interval, measure what the
+    whole does, and only the last is final."""
+    uuids = [f"GPU-{g}" for g in range(gpus)]
+    batches = [
+        batch
+        for q in range(quotes)  # each quote binds 10 s of 1 Hz readings of every GPU
+        for batch in attested(
+            [sample(t * 1000, t * 300_000, g) for g in uuids for t in range(10 * q, 10 * q + 10)]
+        )
+    ]
+    end = 10_000 * quotes - 1000
+    lines = settle_lines(
+        "l", 0, terms(gpus=tuple(uuids)), batches, 0, end, final=True, max_batches=max_batches
+    )
+    whole = settle("l", 0, terms(gpus=tuple(uuids)), batches, 0, end)
+    if max_batches > 3 * gpus:  # room for the batches across each cut
+        assert all(len(line.batches) <= max_batches for line in lines)
+        assert len(lines) > 1 or len(whole.batches) <= max_batches
+    else:
+        assert len(lines) == 1
+    assert [(a.end_ms, a.seq + 1) for a in lines[:-1]] == [(b.start_ms, b.seq) for b in lines[1:]]
+    assert (lines[0].start_ms, lines[-1].end_ms) == (0, end)
+    assert sum(line.measured_mj for line in lines) == whole.measured_mj
+    assert [line.final for line in lines] == [False] * (len(lines) - 1) + [True]

@@ -225,7 +225,7 @@ def migrate_lease(
     lease: Lease,
     gpus: Sequence[GPU],
     *,
-    settled_before: IntervalSettlement,
+    settled_before: Sequence[IntervalSettlement],
     price: dict[str, Any],
     terms: dict[str, Any],
     attestations: Sequence[Attestation],
@@ -241,7 +241,8 @@ def migrate_lease(
         if any(g.generation_id in old for g in gpus):
             raise LeaseError(f"lease {lease.pk} must move to another generation")
         _claim_gpus(lease, gpus)
-        _record_settlement(lease, settled_before)
+        for interval in settled_before:
+            _record_settlement(lease, interval)
         lease.gpus.set(gpus)
         lease.attestations.set(attestations)
         lease.price = price

@@ -244,16 +244,17 @@ def preview(**request: Any) -> dict[str, Any]:
 
 def settlement_of(
     lease: Lease, until: datetime | None = None, *, final: bool = False
-) -> scheduler.IntervalSettlement:
-    """The scheduler's settlement of the lease's open interval (from the end of its last
-    line, or the start of its terms) up to `until` (default: when it ended), measured from
+) -> list[scheduler.IntervalSettlement]:
+    """The scheduler's lines of the lease's open interval (from the end of its last line, or
+    the start of its terms) up to `until` (default: when it ended): one, or several when it
+    has more attested batches than one line may cite (scheduler.settle_lines); measured from
     its GPUs' attested readings (docs/billing.md, "Attested telemetry"). Stored and relayed
     as it is; nothing is recomputed here."""
     last = lease.settlements.order_by("-seq").first()
     start_ms = last.end_ms if last else lease.terms["start_ms"]
     end_ms = max(start_ms, int((until or lease.ended).timestamp() * 1000))
     gpus = list(lease.gpus.all())
-    return scheduler.settle(
+    return scheduler.settle_lines(
         str(lease.ledger_id),
         lease.settlements.count(),
         lease.terms,
@@ -280,7 +281,7 @@ def settle_closed(*, actor: str) -> int:
                 lease = closing.select_for_update(skip_locked=True).filter(pk=lease_id).first()
                 if lease is None:
                     continue  # settled meanwhile, or another worker holds it
-                actions.settle_lease(lease, [settlement_of(lease, final=True)], actor=actor)
+                actions.settle_lease(lease, settlement_of(lease, final=True), actor=actor)
             done += 1
         except Exception:
             log.exception("could not settle lease %s", lease_id)
