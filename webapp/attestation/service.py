@@ -26,7 +26,7 @@ from attest.policy import PcrPolicy
 from attest.verdict import ClockInfo
 from attest.verifier import verify_quote
 from ledger.readings import qualifying_data
-from webapp.attestation import telemetry as readings
+from webapp.attestation import telemetry as node_telemetry
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
 from webapp.core import tokens
@@ -244,10 +244,10 @@ def record_quote(
     sent with it (`telemetry`, canonical CSV rows; docs/billing.md, "Attested telemetry");
     store the verdict and the readings either way."""
     try:
-        batches = readings.parse(node, telemetry)
-    except readings.TelemetryRefused as refused:
+        batches = node_telemetry.parse(node, telemetry)
+    except node_telemetry.TelemetryRefused as refused:
         raise EnrolmentRefused([{"code": "telemetry_refused", "detail": str(refused)}]) from None
-    digests = readings.digests(batches)
+    digests = node_telemetry.digests(batches)
     with transaction.atomic():
         node = Node.objects.select_for_update().select_related("pcr_policy").get(pk=node.pk)
         check = registry().consume(nonce, node.name)
@@ -276,7 +276,7 @@ def record_quote(
             },
             clock=verdict.clock.to_dict() if verdict.clock else {},
         )
-        readings.keep(attestation, batches)
+        node_telemetry.keep(attestation, batches)
         node.trust = Node.TRUSTED if verdict.valid else Node.FAILED
         if verdict.valid:
             node.last_good_attestation = attestation.created
