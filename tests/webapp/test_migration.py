@@ -229,6 +229,16 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
         (1, target),
     ]
     assert all(line["measured_energy_mj"] == 2 * 2 * 300 for line in bill["lines"])
+    for line in bill["lines"]:  # each line names the quotes that attested its readings
+        cited = {(b["gpu"], b["digest"]) for b in line["telemetry_batches"]}
+        attested = set()
+        for quote in line["evidence"]["telemetry_quotes"]:
+            record = json.loads(
+                ledger.evaluate("GetAttestation", json.dumps({"attestation_id": quote}))
+            )
+            assert record["valid"]
+            attested |= set(record["telemetry"].items())
+        assert len(cited) == 2 and cited <= attested
     receipts, readings = tmp_path / "receipts", tmp_path / "readings"
     receipts.mkdir()
     receipt = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
