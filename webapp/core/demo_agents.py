@@ -104,6 +104,7 @@ class DemoAgents:
                 while not self.stop_event.is_set():
                     try:
                         readings, last_ms = read_counters(node, read_from_ms)
+                        close_old_connections()  # this thread's, between rounds
                         verdict = attest_once(agent, api, ak, readings)
                         read_from_ms = last_ms
                         if tamper and verdict.get("valid"):
@@ -139,5 +140,4 @@ def read_counters(node: str, after_ms: int) -> tuple[str, int]:
             :MAX_READINGS_PER_QUOTE
         ]
     )
-    close_old_connections()
     return "".join(row_text(r) + "\n" for r in rows), max((r[0] for r in rows), default=after_ms)
