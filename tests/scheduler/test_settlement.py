@@ -22,6 +22,7 @@ from scheduler.settlement import (
     telemetry_digest,
 )
 from scheduler.telemetry.sample import TelemetrySample
+from tests.scheduler.helpers import attested
 
 GPU = "GPU-aaaa"
 HOUR_MS = 3_600_000
@@ -29,15 +30,6 @@ HOUR_MS = 3_600_000
 
 def sample(t_ms: int, energy_mj: int, gpu: str = GPU) -> TelemetrySample:
     return TelemetrySample(gpu, t_ms, energy_mj, 300_000, 90, 60, 70)
-
-
-def attested(samples: list[TelemetrySample]) -> list[AttestedBatch]:
-    """The samples as one attested batch per GPU (each bound by a quote of its node)."""
-    out = []
-    for gpu in sorted({s.gpu for s in samples}):
-        mine = sorted((s for s in samples if s.gpu == gpu), key=lambda s: s.t_ms)
-        out.append(AttestedBatch(gpu, telemetry_digest(mine), tuple(mine)))
-    return out
 
 
 def terms(power_mw: int = 300_000, gpus: tuple[str, ...] = (GPU,), start_ms: int = 0) -> dict:
