@@ -110,7 +110,14 @@ def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     import signal
     import threading
 
-    from attest.agent.http import AgentApi, AgentApiError, attest_once, load_or_enrol
+    from attest.agent.http import (
+        AgentApi,
+        AgentApiError,
+        FileCounters,
+        PendingReadings,
+        answer,
+        load_or_enrol,
+    )
     from attest.cli import UsageError
 
     token = os.environ.get("WATTLEASE_NODE_CREDENTIAL", "")
@@ -124,14 +131,15 @@ def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
         with _agent(args) as agent:
             ak = load_or_enrol(agent, api, Path(args.state), args.alg, _inventory(args))
             rounds, wait_s = 0, args.interval or DEFAULT_INTERVAL_S
+            pending = PendingReadings(FileCounters(Path(args.readings)) if args.readings else None)
             while not stop.is_set() and (args.rounds == 0 or rounds < args.rounds):
                 try:
-                    verdict = attest_once(agent, api, ak)
+                    verdict = answer(agent, api, ak, pending)
                     if args.interval is None:  # the server says when it wants the next quote
                         wait_s = float(verdict.get("interval_s", wait_s))
                     verdicts["valid" if verdict.get("valid") else "invalid"] += 1
                     print(json.dumps(verdict), flush=True)
-                except (AgentApiError, OSError) as exc:
+                except (AgentApiError, OSError, ValueError) as exc:
                     verdicts["errors"] += 1
                     print(json.dumps({"error": str(exc)}), flush=True)
                 rounds += 1
@@ -171,6 +179,12 @@ def add_agent_parser(sub: argparse._SubParsersAction) -> None:
         f"else {DEFAULT_INTERVAL_S:.0f})",
     )
     run.add_argument("--rounds", type=int, default=0, help="stop after N quotes (0: never)")
+    run.add_argument(
+        "--readings",
+        help="CSV file the host's energy-counter logger appends rows to "
+        "(t_ms,gpu,energy_mj,power_mw,util_gpu_pct,util_mem_pct,temp_c); each quote binds "
+        "the rows appended since the previous one",
+    )
     run.add_argument("--alg", choices=["ecc", "rsa"], default="ecc")
     run.add_argument(
         "--inventory",

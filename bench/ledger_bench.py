@@ -48,6 +48,7 @@ from tests.ledger.helpers import (
     pcr_policy,
     register_node,
     settle_request,
+    telemetry_for,
 )
 
 GPUS_PER_NODE = 64
@@ -65,7 +66,9 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
             node_id = f"bench-n{n}"
             inventory = [(f"GPU-{n}-{g}", H100) for g in range(GPUS_PER_NODE)]
             register_node(client, node_tpm, node_id, 0, inventory, policy_id=policy)
-            att_id = attest(client, node_tpm, node_id, 0)["attestation_id"]
+            # one batch of readings per GPU, bound into the quote: what each Settle cites
+            telemetry = telemetry_for([uuid for uuid, _ in inventory])
+            att_id = attest(client, node_tpm, node_id, 0, telemetry)["attestation_id"]
             for uuid, _ in inventory:
                 gpus.append(uuid)
                 att_of[uuid] = att_id

@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger import attestation
+from ledger import attestation, attested_telemetry
 from ledger.contract_state import ATTESTATION, CLOCK, NODE
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.stub import RANGE_END
@@ -199,7 +199,7 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
             args.b64bytes(req, "quote"),
             args.b64bytes(req, "signature"),
             args.pcr_values(req),
-            args.hexbytes(req, "nonce", 8, 64),
+            attested_telemetry.expected_extra_data(req),
             _policy_in_force(state, node),
             json.loads(clock[0]) if clock else None,
         )

@@ -17,8 +17,9 @@ receipt` writes it). A line holds when:
   (ledger.money, the contract's own arithmetic);
 - every figure of the bill line equals the ledger's;
 - with `--readings DIR`, the readings behind the line (`DIR/<lease>/<seq>.csv`, the canonical
-  rows) hash to the telemetry digest on the ledger and their counters add up to its measured
-  energy (ledger.readings).
+  rows of the attested batches it cites) split into those batches and re-hash to them and to
+  the line's telemetry digest, and their counters inside the interval add up to its measured
+  energy (ledger.readings; docs/billing.md, "Attested telemetry").
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ COMPARED = {
     "total_micro": "total_micro",
     "final": "final",
     "telemetry_digest": "telemetry_digest",
+    "telemetry_batches": "telemetry_batches",
 }
 INTERVAL = (("start_ms", "start_ms"), ("end_ms", "end_ms"))
 # a lease's ledger id, as a file name of the receipts folder too (never a path)
@@ -174,10 +176,19 @@ class Auditor:
         except (OSError, ValueError) as exc:
             return [f"readings of line {verdict.seq}: {exc}"]
         out = []
-        digest, on_ledger = telemetry.interval_digest(rows), record["telemetry_digest"]
+        batches = [telemetry.Batch(**b) for b in record.get("telemetry_batches", [])]
+        unmatched = telemetry.split_batches(rows, batches)
+        if unmatched:
+            out.append("readings hash to other batches than the ledger's: " + "; ".join(unmatched))
+        digest, on_ledger = telemetry.evidence_digest(batches), record["telemetry_digest"]
         if digest != on_ledger:
-            out.append(f"readings hash to {digest[:16]}..., the ledger has {on_ledger[:16]}...")
-        energy = telemetry.energy_mj(rows)
+            out.append(f"batches hash to {digest[:16]}..., the ledger has {on_ledger[:16]}...")
+        try:
+            energy = telemetry.energy_mj(
+                telemetry.within(rows, record["start_ms"], record["end_ms"])
+            )
+        except ValueError as exc:
+            return [*out, f"readings of line {verdict.seq}: {exc}"]
         if energy != record["measured_mj"]:
             out.append(f"readings add up to {energy} mJ, the ledger has {record['measured_mj']}")
         return out

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger import attested_telemetry, money
 from ledger import contract_args as args
-from ledger import money
 from ledger.contract_state import SEQ_DIGITS, ContractError
 
 # The amounts a request states; each must equal the contract's recomputation.
@@ -30,7 +30,8 @@ NS_PER_MS = 1_000_000
 
 def parse_request(req: dict[str, Any]) -> dict[str, Any]:
     """Settle's arguments, shape-checked: {lease_id, interval_seq, start_ms, end_ms,
-    measured_mj, telemetry_digest, final, and the claimed rates and amounts}."""
+    measured_mj, telemetry_digest, telemetry_batches, final, and the claimed rates and
+    amounts}."""
     final = req.get("final", False)
     if not isinstance(final, bool):
         raise args.ArgumentError(f"final: must be true or false, got {final!r}")
@@ -41,6 +42,7 @@ def parse_request(req: dict[str, Any]) -> dict[str, Any]:
         "end_ms": args.integer(req, "end_ms", 0, args.MAX_INT),
         "measured_mj": args.integer(req, "measured_mj", -args.MAX_INT, money.MAX_ENERGY_MJ),
         "telemetry_digest": args.hexbytes(req, "telemetry_digest", 32, 32).hex(),
+        "telemetry_batches": [b.as_dict() for b in attested_telemetry.parse_batches(req)],
         "final": final,
     }
     for name in CLAIMED_RATES:

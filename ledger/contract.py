@@ -17,7 +17,7 @@ from fabric_chaincode_python.fabric_contract_api import (
     TransactionContext,
 )
 
-from ledger import attestation, billing, ek_binding
+from ledger import attestation, attested_telemetry, billing, ek_binding
 from ledger import contract_args as args
 from ledger import contract_rules as rules
 from ledger import terms as lease_terms
@@ -272,9 +272,10 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
 
     async def Settle(self, ctx: TransactionContext, request: str) -> str:
         """{lease_id, interval_seq, start_ms, end_ms, measured_mj, telemetry_digest (hex
-        sha256), final, tariff_micro_per_kwh, pue_milli, capacity_micro_per_gpu_hour,
-        capacity_micro, priced_energy_micro, measured_energy_micro, settlement_micro,
-        total_micro}: one bill line, recomputed from the lease's terms on the ledger
+        sha256), telemetry_batches: [{gpu, digest, rows}] (ledger.attested_telemetry), final,
+        tariff_micro_per_kwh, pue_milli, capacity_micro_per_gpu_hour, capacity_micro,
+        priced_energy_micro, measured_energy_micro, settlement_micro, total_micro}: one bill
+        line, recomputed from the lease's terms on the ledger
         (ledger.billing). Idempotent by (lease_id, interval_seq)."""
         req = billing.parse_request(args.load_object(request))
         stub = ctx.get_stub()
@@ -298,6 +299,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         board_w = card.generations[terms["generation"]].board_power_w
         billing.check_measurement(terms, board_w, req)
         line = billing.line_of(terms, req)
+        await attested_telemetry.check_line(stub, terms, req)
         record = {
             **req,
             **line.as_dict(),

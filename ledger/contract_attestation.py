@@ -8,7 +8,7 @@ import hashlib
 
 from fabric_chaincode_python.fabric_contract_api import TransactionContext
 
-from ledger import attestation, challenges
+from ledger import attestation, attested_telemetry, challenges
 from ledger import contract_args as args
 from ledger import contract_rules as rules
 from ledger.contract_state import (
@@ -46,17 +46,21 @@ class AttestationFunctions:
 
     async def RecordAttestation(self, ctx: TransactionContext, request: str) -> str:
         """{node_id, quote (b64 TPMS_ATTEST), signature (b64 TPMT_SIGNATURE),
-        pcr_values: {sha256: {index: hex}}, nonce (hex, from IssueChallenge)}. The verdict is
-        recomputed here against the AK on the ledger; a failing verdict is recorded too (as
-        evidence). The attestation's age counts from the challenge's issue."""
+        pcr_values: {sha256: {index: hex}}, nonce (hex, from IssueChallenge), telemetry
+        (optional): {gpu: batch digest}}. The verdict is recomputed here against the AK on the
+        ledger, over the nonce bound to the telemetry (ledger.attested_telemetry); a failing
+        verdict is recorded too (as evidence). The attestation's age counts from the
+        challenge's issue."""
         req = args.load_object(request)
         node_id = args.identifier(req, "node_id")
         quote, signature = args.b64bytes(req, "quote"), args.b64bytes(req, "signature")
         pcrs = args.pcr_values(req)
         nonce = args.hexbytes(req, "nonce", NONCE_MIN_BYTES, NONCE_MAX_BYTES)
+        telemetry = attested_telemetry.parse_telemetry(req)
         stub = ctx.get_stub()
         node = await rules.load_node(stub, node_id)
         rules.require_org(ctx, node["org"], f"node {node_id}")
+        attested_telemetry.check_node_gpus(node, telemetry)
         if node["revoked"]:
             raise ContractError(f"the AK of node {node_id} is revoked")
         now = tx_time_ns(stub)
@@ -80,7 +84,7 @@ class AttestationFunctions:
             quote,
             signature,
             pcrs,
-            nonce,
+            attested_telemetry.expected_extra_data(req),
             node["pcr_policy"],
             previous,
         )
@@ -97,11 +101,15 @@ class AttestationFunctions:
             "valid": verdict["valid"],
             "verdict": verdict,
         }
+        if telemetry:
+            record["telemetry"] = telemetry
         await put_json(stub, ATTESTATION + att_id, record)
         await put_json(stub, NONCE + nonce.hex(), att_id)
         await stub.delete_state(CHALLENGE + nonce.hex())  # answered: at most once
         if verdict["valid"] and verdict.get("clock"):
             await put_json(stub, CLOCK + node_id, verdict["clock"])
+        if verdict["valid"]:
+            await attested_telemetry.record(stub, node_id, att_id, telemetry)
         stub.set_event(
             "AttestationRecorded",
             dumps({"attestation_id": att_id, "node_id": node_id, "valid": verdict["valid"]}),

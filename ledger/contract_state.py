@@ -23,6 +23,8 @@ LEASE = "lease:"  # lease:{lease_id} -> lease record
 TENANT_LEASE = "tenant~lease"  # composite index (tenant, lease_id)
 NODE_LEASE = "node~lease"  # composite index (node_id, lease_id)
 SETTLEMENT = "settlement"  # composite (lease_id, seq) -> settlement record
+# attested-telemetry:{gpu}:{batch digest} -> {attestation_id, node_id} of the valid quote
+ATTESTED_TELEMETRY = "attested-telemetry:"
 
 NS_PER_S = 1_000_000_000
 MAX_CLOCK_SKEW_ENV = "LEDGER_MAX_CLOCK_SKEW_S"

@@ -20,12 +20,19 @@ from scheduler.catalogue import Catalogue, load_catalogue
 from scheduler.fleet import parse_plan_input
 from scheduler.placement import Placement, Plan, plan
 from scheduler.pricing import COMPUTE_BOUND, GpuCondition, PriceBreakdown, Pricer, PricingPolicy
-from scheduler.settlement import IntervalSettlement, lease_terms, settle
+from scheduler.settlement import (
+    AttestedBatch,
+    IntervalSettlement,
+    lease_terms,
+    settle,
+    settle_lines,
+)
 from scheduler.telemetry.replay import ReplaySource, load_trace, write_trace
 from scheduler.telemetry.source import ChosenSource, open_telemetry
 from scheduler.telemetry.synthetic import synthetic_fleet, synthetic_trace
 
 __all__ = [
+    "AttestedBatch",
     "ChosenSource",
     "GpuCondition",
     "HourTotals",
@@ -45,6 +52,7 @@ __all__ = [
     "price_lease",
     "queueing_symptom",
     "settle",
+    "settle_lines",
     "synthetic_fleet",
     "synthetic_trace",
     "write_trace",

@@ -1,4 +1,5 @@
-"""`python -m scheduler plan --input IN.json [--output OUT.json]`.
+"""`python -m scheduler plan --input IN.json [--output OUT.json]`; `python -m scheduler
+counters --out FILE`: the GPU host's energy-counter log the node agent binds into its quotes.
 
 Exit 0 with the plan as JSON; exit 1 with one line naming the bad entry when the input is
 invalid (unknown generation or precision, duplicate id, negative hours...)."""
@@ -17,6 +18,9 @@ from scheduler.catalogue import CatalogueError, load_catalogue
 from scheduler.fleet import PlanInputError, parse_plan_input
 from scheduler.placement import plan
 from scheduler.pricing import PricingError, PricingPolicy
+from scheduler.telemetry.counter_log import append_rows
+from scheduler.telemetry.sample import TelemetryError
+from scheduler.telemetry.source import open_telemetry
 
 MAX_INPUT_BYTES = 256 << 20  # 10k GPUs + 50k jobs is ~10 MB; leave room, refuse the absurd
 
@@ -73,7 +77,31 @@ def build_parser() -> argparse.ArgumentParser:
     plan_cmd.add_argument("--catalogue", help="generation catalogue file (default: bundled v1)")
     plan_cmd.add_argument("--baseline", help="baseline generation (default: the catalogue's)")
     plan_cmd.set_defaults(func=run_plan)
+    log_cmd = commands.add_parser(
+        "counters", help="append the GPUs' energy-counter readings to a log the agent quotes"
+    )
+    log_cmd.add_argument("--out", required=True, help="CSV file to append rows to")
+    log_cmd.add_argument("--source", choices=["nvml", "replay"], default="nvml")
+    log_cmd.add_argument("--trace", help="CSV trace to replay where there is no NVML")
+    log_cmd.add_argument("--speed", type=float, default=1.0, help="replay speed (x real time)")
+    log_cmd.add_argument("--interval", type=float, default=5.0, help="NVML read interval, s")
+    log_cmd.add_argument("--max-samples", type=int, default=0, help="stop after N (0: never)")
+    log_cmd.set_defaults(func=run_counters)
     return parser
+
+
+def run_counters(args: argparse.Namespace) -> int:
+    try:
+        source = open_telemetry(args.source, args.trace, args.speed, args.interval)
+    except TelemetryError as exc:
+        raise CliError(f"{exc} (give --trace FILE, or run on a host with NVML)") from None
+    print(source.note, file=sys.stderr)
+    try:
+        written = append_rows(source.samples, Path(args.out), args.max_samples)
+    except (TelemetryError, OSError) as exc:
+        raise CliError(str(exc)) from None
+    print(f"{written} readings appended to {args.out}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

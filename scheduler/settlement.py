@@ -9,10 +9,10 @@ The line itself (capacity held, priced energy, measured energy, settlement, tota
 ledger.money's, from the lease's terms as the ledger records them; `lease_terms` builds
 those terms from a price and the rate card. docs/billing.md is the model.
 
-Each GPU's telemetry digest is the SHA-256 of its samples in time order, each as the CSV row
-`t_ms,gpu,energy_mj,power_mw,util_gpu_pct,util_mem_pct,temp_c` with "\\n" line ends (the
-same bytes as a trace file's rows); the interval's digest is the SHA-256 of the lines
-`{gpu}:{digest}\\n` in GPU order.
+A line measures only readings a valid TPM quote of their node attested (docs/billing.md,
+"Attested telemetry"): it is computed from the attested batches of its GPUs, cites those with
+a reading inside the interval, and its telemetry digest is ledger.readings' evidence digest
+of them.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_HALF_EVEN
+from itertools import pairwise
 from typing import Any
 
 from ledger import money, readings
+from ledger.attested_telemetry import MAX_BATCHES
 from ledger.terms import RateCard
 from scheduler.catalogue import Catalogue
 from scheduler.pricing import PriceBreakdown
@@ -144,6 +146,18 @@ class GpuMeasurement:
 
 
 @dataclass(frozen=True)
+class AttestedBatch:
+    """One GPU's readings between two quotes of its node, whose digest a valid quote bound."""
+
+    gpu: str
+    digest: str
+    samples: tuple[TelemetrySample, ...]
+
+    def cited(self) -> readings.Batch:
+        return readings.Batch(self.gpu, self.digest, len(self.samples))
+
+
+@dataclass(frozen=True)
 class IntervalSettlement:
     """One bill line of a lease, ready to record and to relay to the ledger (`request`)."""
 
@@ -158,6 +172,7 @@ class IntervalSettlement:
     terms: dict[str, Any]
     line: money.Line
     gpus: tuple[GpuMeasurement, ...]
+    batches: tuple[readings.Batch, ...] = ()
 
     def request(self) -> dict[str, Any]:
         """The Settle arguments: the interval, its measurement and the amounts claimed."""
@@ -168,6 +183,7 @@ class IntervalSettlement:
             "end_ms": self.end_ms,
             "measured_mj": self.measured_mj,
             "telemetry_digest": self.telemetry_digest,
+            "telemetry_batches": [b.as_dict() for b in self.batches],
             "final": self.final,
             "tariff_micro_per_kwh": self.terms["tariff_micro_per_kwh"],
             "pue_milli": self.terms["pue_milli"],
@@ -176,28 +192,45 @@ class IntervalSettlement:
         }
 
 
-def interval_digest(gpus: Iterable[GpuMeasurement]) -> str:
-    return readings.combine({g.gpu: g.telemetry_sha256 for g in gpus})
+def cited_batches(
+    batches: Iterable[AttestedBatch], gpus: Iterable[str], start_ms: int, end_ms: int
+) -> list[AttestedBatch]:
+    """The batches a line over [start_ms, end_ms] of `gpus` cites: those with a reading
+    inside it, each GPU's in time order; a batch whose readings no longer hash to its digest
+    is an error, never evidence."""
+    wanted = set(gpus)
+    out = []
+    for batch in batches:
+        if batch.gpu not in wanted or not any(start_ms <= s.t_ms <= end_ms for s in batch.samples):
+            continue
+        ordered = sorted(batch.samples, key=lambda s: s.t_ms)
+        if telemetry_digest(ordered) != batch.digest:
+            raise SettlementError(
+                f"GPU {batch.gpu}: the stored readings of batch {batch.digest} do not hash to it"
+            )
+        out.append(AttestedBatch(batch.gpu, batch.digest, tuple(ordered)))
+    return sorted(out, key=lambda b: (b.gpu, b.samples[0].t_ms))
 
 
 def settle(
     lease: str,
     seq: int,
     terms: dict[str, Any],
-    samples: Iterable[TelemetrySample],
+    batches: Iterable[AttestedBatch],
     start_ms: int,
     end_ms: int,
     *,
     final: bool = False,
 ) -> IntervalSettlement:
     """The settlement of [start_ms, end_ms] of a lease under its ledger terms, measured from
-    the telemetry of the terms' GPUs."""
+    the attested batches of the terms' GPUs (readings no quote attested are not counted)."""
     if not terms["start_ms"] <= start_ms <= end_ms:
         raise SettlementError(
             f"lease {lease}: bad interval [{start_ms}, {end_ms}] "
             f"(terms start at {terms['start_ms']})"
         )
-    pool = list(samples)
+    cited = cited_batches(batches, terms["attributed_power_mw"], start_ms, end_ms)
+    pool = [sample for batch in cited for sample in batch.samples]
     gpus = []
     for gpu in sorted(terms["attributed_power_mw"]):
         try:
@@ -218,8 +251,39 @@ def settle(
         final=final,
         generation=terms["generation"],
         measured_mj=measured,
-        telemetry_digest=interval_digest(gpus),
+        telemetry_digest=readings.evidence_digest(b.cited() for b in cited),
         terms=terms,
         line=line,
         gpus=tuple(gpus),
+        batches=tuple(b.cited() for b in cited),
     )
+
+
+def settle_lines(
+    lease: str,
+    seq: int,
+    terms: dict[str, Any],
+    batches: Iterable[AttestedBatch],
+    start_ms: int,
+    end_ms: int,
+    *,
+    final: bool = False,
+    max_batches: int = MAX_BATCHES,
+) -> list[IntervalSettlement]:
+    """The lines that settle [start_ms, end_ms]: one, unless it has more attested batches
+    than one line may cite (the contract's MAX_BATCHES); then it is cut at batch ends so each
+    line cites at most `max_batches`. A line also cites the batches that end at its start
+    and those running past its end, at most one of each per GPU: hence the room left."""
+    pool = list(batches)
+    gpus = terms["attributed_power_mw"]
+    cited = cited_batches(pool, gpus, start_ms, end_ms)
+    room = max_batches - 3 * len(gpus)
+    if len(cited) <= max_batches or room < 1:
+        return [settle(lease, seq, terms, pool, start_ms, end_ms, final=final)]
+    ends = sorted(b.samples[-1].t_ms for b in cited)
+    cuts = sorted({t for t in ends[room - 1 :: room] if start_ms < t < end_ms})
+    bounds = list(pairwise([start_ms, *cuts, end_ms]))
+    return [
+        settle(lease, seq + i, terms, pool, a, b, final=final and i == len(bounds) - 1)
+        for i, (a, b) in enumerate(bounds)
+    ]

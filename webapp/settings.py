@@ -151,9 +151,10 @@ ATTESTATION_MAX_AGE_S = env_int("ATTESTATION_MAX_AGE_S", 300, minimum=1)
 # The lease worker: seconds between its passes, and wall seconds in one leased hour (3600;
 # a test or a demo shortens it).
 LEASE_WORKER_INTERVAL_S = env_int("LEASE_WORKER_INTERVAL_S", 5, minimum=1)
-# How long the lease worker waits, after a lease ends, for every GPU's telemetry to pass the
-# end before settling it anyway on the readings that arrived (telemetry comes in batches).
-TELEMETRY_SETTLE_WAIT_S = env_int("TELEMETRY_SETTLE_WAIT_S", 60, minimum=0)
+# How long the lease worker waits, after a lease ends, for a quote to attest every GPU's
+# readings past the end before settling it anyway on what was attested (readings come with
+# each quote, so by default: two attestation intervals).
+TELEMETRY_SETTLE_WAIT_S = env_int("TELEMETRY_SETTLE_WAIT_S", 2 * ATTESTATION_INTERVAL_S, minimum=0)
 LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
 
 AUTH_PASSWORD_VALIDATORS = [

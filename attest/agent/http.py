@@ -14,11 +14,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from attest.agent.tpm import AK_ECC, Agent, AkKey, QuoteEvidence
 from attest.inventory import inventory_digest, read_nvml_inventory
+from ledger import readings as telemetry
 
 log = logging.getLogger("attest.agent")
 
@@ -26,6 +28,8 @@ HTTP_TIMEOUT_S = 30.0
 CHALLENGE_WAIT_S = 30.0  # the ledger commits a challenge in seconds; then the round fails
 MAX_RETRY_S = 5.0  # never sleep longer than this between asks, whatever the server says
 MAX_RESPONSE_BYTES = 1 << 20
+BAD_REQUEST = 400
+MAX_TELEMETRY_CHARS = 960 * 1024  # the server's limit per quote; the rest waits for the next
 
 
 class AgentApiError(RuntimeError):
@@ -130,12 +134,17 @@ def fetch_challenge(api: AgentApi, wait_s: float = CHALLENGE_WAIT_S) -> dict[str
     return challenge
 
 
-def attest_once(agent: Agent, api: AgentApi, ak: AkKey) -> dict[str, Any]:
-    """Fetch the ledger's challenge, quote the selected PCRs over it, return the verdict."""
+def attest_once(agent: Agent, api: AgentApi, ak: AkKey, readings: str = "") -> dict[str, Any]:
+    """Fetch the ledger's challenge, quote the selected PCRs over it and over the digests of
+    `readings` (the GPUs' canonical CSV rows since the previous quote: ledger.readings), send
+    both, return the verdict."""
     challenge = fetch_challenge(api)
     nonce = bytes.fromhex(challenge["nonce"])
-    evidence = agent.quote(ak, nonce, challenge["selection"])
-    verdict = api.post("quote/", {"nonce": nonce.hex(), **_evidence(evidence)})
+    digests = telemetry.gpu_digests(telemetry.parse_rows(readings))
+    evidence = agent.quote(ak, telemetry.qualifying_data(nonce, digests), challenge["selection"])
+    verdict = api.post(
+        "quote/", {"telemetry": readings, "nonce": nonce.hex(), **_evidence(evidence)}
+    )
     if isinstance(challenge.get("interval_s"), (int, float)):
         verdict["interval_s"] = challenge["interval_s"]
     return verdict
@@ -156,13 +165,80 @@ def load_or_enrol(
     return ak
 
 
-def run(agent: Agent, api: AgentApi, ak: AkKey, interval_s: float, stop: threading.Event) -> None:
-    """Answer a challenge every `interval_s` until `stop` is set; errors are logged, and the
-    next round tries again (the server marks the node stale if rounds keep failing)."""
+class PendingReadings:
+    """Readings waiting for a quote: each round adds what the counters read since, sends the
+    oldest whole rows that fit in one request, and drops them once sent (or refused)."""
+
+    def __init__(self, read_counters: Callable[[], str] | None) -> None:
+        self.read_counters = read_counters
+        self.rows = ""
+        self.batch = ""
+
+    def take(self) -> str:
+        self.rows += self.read_counters() if self.read_counters else ""
+        cut = len(self.rows)
+        if cut > MAX_TELEMETRY_CHARS:
+            cut = self.rows.rfind("\n", 0, MAX_TELEMETRY_CHARS) + 1
+        self.batch = self.rows[:cut]
+        return self.batch
+
+    def done(self) -> None:
+        self.rows = self.rows[len(self.batch) :]
+        self.batch = ""
+
+
+class FileCounters:
+    """The host's counter log: whole CSV rows (ledger.readings) another process appends, e.g.
+    an NVML logger; each call returns those appended since the previous one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+
+    def __call__(self) -> str:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read(MAX_TELEMETRY_CHARS)
+        except FileNotFoundError:
+            return ""
+        whole = data[: data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        return whole.decode("ascii", errors="replace")
+
+
+def answer(agent: Agent, api: AgentApi, ak: AkKey, pending: PendingReadings) -> dict[str, Any]:
+    """One round: a quote over the pending readings. Readings the server refuses (400) or no
+    quote can bind (malformed) are dropped, with the error raised to the caller."""
+    try:
+        verdict = attest_once(agent, api, ak, pending.take())
+    except AgentApiError as exc:
+        if exc.status == BAD_REQUEST:
+            pending.done()
+        raise
+    except ValueError:
+        pending.done()
+        raise
+    pending.done()
+    return verdict
+
+
+def run(
+    agent: Agent,
+    api: AgentApi,
+    ak: AkKey,
+    interval_s: float,
+    stop: threading.Event,
+    read_counters: Callable[[], str] | None = None,
+) -> None:
+    """Answer a challenge every `interval_s` until `stop` is set, each quote binding the
+    readings `read_counters` returned since the previous one (kept for the next round when a
+    round fails); errors are logged, and the next round tries again (the server marks the
+    node stale if rounds keep failing)."""
+    pending = PendingReadings(read_counters)
     while not stop.is_set():
         try:
-            verdict = attest_once(agent, api, ak)
+            verdict = answer(agent, api, ak, pending)
             log.info("attestation %s", "valid" if verdict.get("valid") else verdict)
-        except (AgentApiError, OSError) as exc:
+        except (AgentApiError, OSError, ValueError) as exc:
             log.warning("attestation round failed: %s", exc)
         stop.wait(interval_s)

@@ -9,7 +9,7 @@ from typing import Any
 
 from chaincode_client.governance import decide
 from chaincode_client.interface import LedgerClient
-from ledger import money
+from ledger import money, readings
 from ledger.engine.core import msp_dir_for
 from ledger.engine.msp import org_ca_certs
 from ledger.terms import DEPLOYED as RATE_CARD
@@ -91,10 +91,24 @@ def challenge(client: LedgerClient, node_id: str) -> bytes:
     return bytes.fromhex(json.loads(receipt.payload)["nonce"])
 
 
-def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes) -> dict:
+def telemetry_for(gpus: list[str], t_ms: int = 0) -> dict[str, str]:
+    """Each GPU's batch digest over one reading at `t_ms` (ledger.readings)."""
+    return {g: readings.gpu_digest([f"{t_ms},{g},{t_ms},0,0,0,0"]) for g in gpus}
+
+
+def batches_for(gpus: list[str], t_ms: int = 0) -> list[readings.Batch]:
+    """The batches of `telemetry_for`, as a bill line cites them."""
+    return [readings.Batch(g, d, 1) for g, d in sorted(telemetry_for(gpus, t_ms).items())]
+
+
+def quote_request(
+    tpm: Any, node_id: str, ak_index: int, nonce: bytes, telemetry: dict[str, str] | None = None
+) -> dict:
+    """A real quote over the ledger's nonce, bound to `telemetry` ({gpu: batch digest})."""
     import base64
 
-    evidence = tpm.agent.quote(tpm.aks[ak_index], nonce, "sha256:0,2,7")
+    extra = readings.qualifying_data(nonce, telemetry)
+    evidence = tpm.agent.quote(tpm.aks[ak_index], extra, "sha256:0,2,7")
     return {
         "node_id": node_id,
         "quote": base64.b64encode(evidence.quote).decode(),
@@ -103,12 +117,20 @@ def quote_request(tpm: Any, node_id: str, ak_index: int, nonce: bytes) -> dict:
             "sha256": {str(i): v.hex() for i, v in evidence.pcr_values["sha256"].items()}
         },
         "nonce": nonce.hex(),
+        **({"telemetry": telemetry} if telemetry else {}),
     }
 
 
-def attest(client: LedgerClient, tpm: Any, node_id: str, ak_index: int) -> dict:
-    """The honest round: ask the ledger for a challenge, quote over it, record the answer."""
-    request = quote_request(tpm, node_id, ak_index, challenge(client, node_id))
+def attest(
+    client: LedgerClient,
+    tpm: Any,
+    node_id: str,
+    ak_index: int,
+    telemetry: dict[str, str] | None = None,
+) -> dict:
+    """The honest round: ask the ledger for a challenge, quote over it (and over the node's
+    telemetry digests, when given), record the answer."""
+    request = quote_request(tpm, node_id, ak_index, challenge(client, node_id), telemetry)
     receipt = client.submit("RecordAttestation", js(request))
     return json.loads(receipt.payload)
 
@@ -176,18 +198,22 @@ def settle_request(
     measured_mj: int,
     *,
     final: bool = False,
-    digest: str = "ab" * 32,
+    batches: list[readings.Batch] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
-    """An honest Settle request: the line computed by ledger.money from the lease's terms."""
+    """An honest Settle request: the line computed by ledger.money from the lease's terms,
+    citing `batches` (default: `batches_for` the terms' GPUs, which the test attested)."""
     line = money.interval_line(money.Terms.of(terms), start_ms, end_ms, measured_mj)
+    if batches is None:
+        batches = batches_for(sorted(terms["attributed_power_mw"]))
     request = {
         "lease_id": lease_id,
         "interval_seq": seq,
         "start_ms": start_ms,
         "end_ms": end_ms,
         "measured_mj": measured_mj,
-        "telemetry_digest": digest,
+        "telemetry_digest": readings.evidence_digest(batches),
+        "telemetry_batches": [b.as_dict() for b in batches],
         "final": final,
         "tariff_micro_per_kwh": terms["tariff_micro_per_kwh"],
         "pue_milli": terms["pue_milli"],
@@ -208,6 +234,7 @@ def bill_line(request: dict[str, Any], tx_id: str) -> dict[str, Any]:
         "interval": {"start_ms": request["start_ms"], "end_ms": request["end_ms"]},
         "measured_energy_mj": request["measured_mj"],
         "telemetry_digest": request["telemetry_digest"],
+        "telemetry_batches": request.get("telemetry_batches", []),
         "evidence": {"tx_id": tx_id},
     }
 

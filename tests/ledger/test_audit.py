@@ -30,6 +30,7 @@ from tests.ledger.helpers import (
     pcr_policy,
     register_node,
     settle_request,
+    telemetry_for,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,11 +50,11 @@ def chain(tmp_path: Path, node_tpm) -> Path:
     approve_on_engine(ledger, BOOT_POLICY, pcr_policy(node_tpm.golden), clock)
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100)])
     att = attest(client, node_tpm, "n1", 0)["attestation_id"]
-    attest(client, node_tpm, "n1", 0)
+    attest(client, node_tpm, "n1", 0, telemetry_for(["GPU-a"]))  # re-verified with its binding
     start = now_ms() - 2 * HOUR_MS
     lease = client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att], start_ms=start))
     terms = json.loads(lease.payload)["terms"]
-    request = settle_request("L1", 0, terms, start, start + HOUR_MS, SETTLED_MJ, digest="cd" * 32)
+    request = settle_request("L1", 0, terms, start, start + HOUR_MS, SETTLED_MJ)
     client.submit("Settle", js(request))
     # two endorsed leases of GPU-b ordered into one block: the second is MVCC-invalid
     first = ledger.endorse(*_proposal(ledger, client, "L2", clock()))[1]

@@ -20,6 +20,7 @@ from tests.ledger.helpers import (
     now_ms,
     register_node,
     settle_request,
+    telemetry_for,
 )
 
 HOUR_MS = 3_600_000
@@ -29,11 +30,13 @@ A100_GPUS = ["GPU-x0", "GPU-x1"]
 
 @pytest.fixture
 def billing(ledger_env: LedgerEnv, node_tpm, boot_policy) -> tuple:
-    """One Org1 node with six H100s and two A100s, attested; its client and attestation."""
+    """One Org1 node with six H100s and two A100s, attested with a batch of readings of each
+    GPU (tests.ledger.helpers.batches_for); its client and attestation."""
     client = ledger_env.clients[ORG1]
     inventory = [(u, H100) for u in H100_GPUS] + [(u, A100) for u in A100_GPUS]
     register_node(client, node_tpm, "n1", 0, inventory)
-    return client, attest(client, node_tpm, "n1", 0)["attestation_id"]
+    telemetry = telemetry_for(H100_GPUS + A100_GPUS)
+    return client, attest(client, node_tpm, "n1", 0, telemetry)["attestation_id"]
 
 
 def create(client, att, lease_id: str, gpus: list[str], **terms) -> dict:

@@ -27,18 +27,22 @@ from tests.ledger.helpers import (
     quote_request,
     register_node,
     settle_request,
+    telemetry_for,
 )
 
 
 @pytest.fixture
 def fleet(ledger_env: LedgerEnv, node_tpm, boot_policy) -> dict:
-    """Two Org1 nodes: n1 (2x H100 + 1x A100) and n2 (1x H100), each freshly attested."""
+    """Two Org1 nodes: n1 (2x H100 + 1x A100) and n2 (1x H100), each freshly attested with a
+    batch of readings of each GPU."""
     client = ledger_env.clients[ORG1]
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100), ("GPU-c", A100)])
     register_node(client, node_tpm, "n2", 1, [("GPU-d", H100)])
     return {
-        "n1": attest(client, node_tpm, "n1", 0)["attestation_id"],
-        "n2": attest(client, node_tpm, "n2", 1)["attestation_id"],
+        "n1": attest(client, node_tpm, "n1", 0, telemetry_for(["GPU-a", "GPU-b", "GPU-c"]))[
+            "attestation_id"
+        ],
+        "n2": attest(client, node_tpm, "n2", 1, telemetry_for(["GPU-d"]))["attestation_id"],
     }
 
 

@@ -3,6 +3,8 @@ that they agree with the scheduler's settlement of the same samples."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -62,7 +64,7 @@ def test_readings_rederive_the_schedulers_digest_and_energy(raw):
         m = measure(samples, gpu, 0, 10**6)
         per_gpu[gpu] = telemetry_digest(m.samples)
         energy += m.measured_mj
-    assert readings.interval_digest(parsed) == readings.combine(per_gpu)
+    assert readings.gpu_digests(parsed) == per_gpu
     assert readings.energy_mj(parsed) == energy
 
 
@@ -71,3 +73,57 @@ def test_a_restart_is_not_counted_and_disagreeing_duplicates_are_refused():
     assert readings.energy_mj(readings.parse_rows(text)) == 60 + 20
     with pytest.raises(ValueError, match="disagree"):
         readings.energy_mj(readings.parse_rows("0,GPU-a,1,1,1,1,1\n0,GPU-a,2,1,1,1,1\n"))
+
+
+# -- attested telemetry: batches a bill line cites --------------------------------------------
+
+ROWS = st.lists(
+    st.tuples(st.sampled_from(["GPU-a", "GPU-b"]), st.integers(0, 10**6)),
+    max_size=20,
+    unique_by=lambda r: r,
+)
+
+
+def _readings(pairs: list[tuple[str, int]]) -> list[readings.Reading]:
+    text = "".join(f"{t},{gpu},{t * 3},0,0,0,0\n" for gpu, t in pairs)
+    return readings.parse_rows(text)
+
+
+def _cut(parsed: list[readings.Reading], cuts: list[int]) -> list[readings.Batch]:
+    """Each GPU's rows in time order cut into batches at the given positions."""
+    out = []
+    for gpu in ("GPU-a", "GPU-b"):
+        mine = sorted((r for r in parsed if r.gpu == gpu), key=lambda r: r.t_ms)
+        edges = sorted({0, len(mine), *(c % (len(mine) + 1) for c in cuts)})
+        for lo, hi in pairwise(edges):
+            chunk = mine[lo:hi]
+            out.append(readings.Batch(gpu, readings.gpu_digest(r.row for r in chunk), len(chunk)))
+    return out
+
+
+@given(ROWS, st.lists(st.integers(0, 30), max_size=4))
+def test_readings_split_back_into_the_batches_they_were_cut_into(pairs, cuts):
+    parsed = _readings(pairs)
+    assert readings.split_batches(parsed, _cut(parsed, cuts)) == []
+
+
+@given(ROWS.filter(bool), st.lists(st.integers(0, 30), max_size=4), st.integers(0, 19))
+def test_an_altered_or_missing_reading_breaks_its_batch(pairs, cuts, which):
+    parsed = _readings(pairs)
+    batches = _cut(parsed, cuts)
+    victim = parsed[which % len(parsed)]
+    fields = victim.row.split(",")
+    fields[2] = str(victim.energy_mj + 1)  # the counter reading altered
+    changed = readings.parse_rows(",".join(fields))[0]
+    altered = [changed if r is victim else r for r in parsed]
+    assert readings.split_batches(altered, batches) != []
+    assert readings.split_batches([r for r in parsed if r is not victim], batches) != []
+
+
+def test_the_qualifying_data_is_the_nonce_alone_without_readings_and_bound_with_them():
+    nonce = b"\x01" * 32
+    assert readings.qualifying_data(nonce, {}) == nonce
+    bound = readings.qualifying_data(nonce, {"GPU-a": "ab" * 32})
+    assert len(bound) == 32 and bound != nonce
+    assert bound != readings.qualifying_data(nonce, {"GPU-a": "ac" * 32})
+    assert bound != readings.qualifying_data(b"\x02" * 32, {"GPU-a": "ab" * 32})

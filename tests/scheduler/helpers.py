@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.settlement import AttestedBatch, telemetry_digest
+from scheduler.telemetry.sample import TelemetrySample
+
 
 def gpu(
     gid: str,
@@ -59,3 +62,12 @@ def plan_input(
         "jobs": jobs,
         "leases": leases or [],
     }
+
+
+def attested(samples: list[TelemetrySample]) -> list[AttestedBatch]:
+    """The samples as one attested batch per GPU (each bound by a quote of its node)."""
+    out = []
+    for gpu in sorted({s.gpu for s in samples}):
+        mine = sorted((s for s in samples if s.gpu == gpu), key=lambda s: s.t_ms)
+        out.append(AttestedBatch(gpu, telemetry_digest(mine), tuple(mine)))
+    return out

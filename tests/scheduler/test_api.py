@@ -8,7 +8,7 @@ from scheduler.api import lease_terms, plan_batch, price_lease, settle
 from scheduler.catalogue import load_catalogue
 from scheduler.pricing import GpuCondition
 from scheduler.telemetry.sample import TelemetrySample
-from tests.scheduler.helpers import job, node, plan_input
+from tests.scheduler.helpers import attested, job, node, plan_input
 
 HOUR_MS = 3_600_000
 
@@ -43,6 +43,6 @@ def test_plan_then_settle_a_lease_that_drew_exactly_its_price_basis():
         for gpu in terms["attributed_power_mw"]
         for ms in (0, end)
     ]
-    line = settle("lease-j", 0, terms, samples, 0, end, final=True).line
+    line = settle("lease-j", 0, terms, attested(samples), 0, end, final=True).line
     assert line.settlement_micro == 0 and line.measured_energy_micro > 0
     assert line.total_micro == money.Terms.of(terms).quote()

@@ -8,18 +8,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import money
+from ledger import money, readings
 from ledger.terms import load_rate_card
 from scheduler.catalogue import load_catalogue
 from scheduler.pricing import GpuCondition, Pricer
 from scheduler.settlement import (
+    AttestedBatch,
     SettlementError,
     lease_terms,
     measure,
     settle,
+    settle_lines,
     telemetry_digest,
 )
 from scheduler.telemetry.sample import TelemetrySample
+from tests.scheduler.helpers import attested
 
 GPU = "GPU-aaaa"
 HOUR_MS = 3_600_000
@@ -47,7 +50,7 @@ def terms(power_mw: int = 300_000, gpus: tuple[str, ...] = (GPU,), start_ms: int
 
 def test_an_interval_is_the_ledgers_line_from_the_terms():
     samples = [sample(t * 60_000, t * 60_000 * 300) for t in range(61)]  # 300 W for 1 h
-    s = settle("lease-1", 0, terms(), samples, 0, HOUR_MS, final=True)
+    s = settle("lease-1", 0, terms(), attested(samples), 0, HOUR_MS, final=True)
     assert s.measured_mj == 300 * 3600 * 1000 and s.gpus[0].covered_ms == HOUR_MS
     assert s.line == money.interval_line(money.Terms.of(terms()), 0, HOUR_MS, s.measured_mj)
     request = s.request()
@@ -68,26 +71,44 @@ def test_counter_reset_starts_a_new_segment_and_never_goes_negative():
 
 def test_telemetry_gap_is_not_measured_but_capacity_is_held():
     samples = [sample(0, 0), sample(HOUR_MS, 300 * 3600 * 1000)]
-    s = settle("lease-1", 0, terms(), samples, 0, 2 * HOUR_MS)
+    s = settle("lease-1", 0, terms(), attested(samples), 0, 2 * HOUR_MS)
     assert s.gpus[0].covered_ms == HOUR_MS and s.measured_mj == 300 * 3600 * 1000
     assert s.line.capacity_micro == 2 * 400_000
 
 
 def test_digest_is_sha256_of_the_canonical_rows_per_gpu():
     samples = [sample(0, 0), sample(1000, 300_000)]
-    s = settle("lease-1", 0, terms(), samples, 0, 1000)
+    s = settle("lease-1", 0, terms(), attested(samples), 0, 1000)
     rows = "".join(",".join(str(v) for v in x.canonical()) + "\n" for x in samples)
     per_gpu = hashlib.sha256(rows.encode()).hexdigest()
     assert s.gpus[0].telemetry_sha256 == per_gpu
-    assert s.telemetry_digest == hashlib.sha256(f"{GPU}:{per_gpu}\n".encode()).hexdigest()
+    cited = f"{GPU}:{per_gpu}:2\n"  # the line cites its one batch of two readings
+    assert s.telemetry_digest == hashlib.sha256(cited.encode()).hexdigest()
+    assert s.request()["telemetry_batches"] == [{"gpu": GPU, "digest": per_gpu, "rows": 2}]
+
+
+def test_only_attested_readings_count_and_only_batches_inside_the_interval_are_cited():
+    early = attested([sample(0, 0), sample(1000, 300_000)])
+    late = attested([sample(5000, 10**6), sample(6000, 10**6 + 300_000)])
+    s = settle("l", 0, terms(), [*early, *late], 0, 1000)
+    assert s.measured_mj == 300_000 and s.batches == (early[0].cited(),)
+    assert settle("l", 0, terms(), [], 0, 1000).measured_mj == 0  # nothing attested, no energy
+    assert s.telemetry_digest == readings.evidence_digest([early[0].cited()])
+
+
+def test_a_batch_whose_stored_readings_do_not_hash_to_it_is_an_error():
+    (batch,) = attested([sample(0, 0), sample(1000, 300_000)])
+    forged = AttestedBatch(GPU, batch.digest, (sample(0, 0), sample(1000, 900_000)))
+    with pytest.raises(SettlementError, match="do not hash to it"):
+        settle("l", 0, terms(), [forged], 0, 1000)
 
 
 def test_other_gpus_samples_are_ignored_and_each_gpu_of_the_lease_counts():
     samples = [sample(0, 0), sample(1000, 300_000), sample(500, 10**9, gpu="GPU-other")]
-    assert settle("l", 0, terms(), samples, 0, 1000).gpus[0].samples == 2
+    assert settle("l", 0, terms(), attested(samples), 0, 1000).gpus[0].samples == 2
     both = terms(gpus=(GPU, "GPU-b"))
     samples += [sample(0, 0, "GPU-b"), sample(1000, 2, "GPU-b")]
-    s = settle("l", 0, both, samples, 0, 1000)
+    s = settle("l", 0, both, attested(samples), 0, 1000)
     assert [g.gpu for g in s.gpus] == [GPU, "GPU-b"] and s.measured_mj == 300_002
 
 
@@ -138,8 +159,10 @@ def test_split_measurements_sum_exactly_to_the_whole(trace, data):
     start, end = trace[0].t_ms, trace[-1].t_ms
     cuts = sorted(set(data.draw(st.lists(st.sampled_from([s.t_ms for s in trace]), max_size=5))))
     bounds = [start, *[c for c in cuts if start < c < end], end]
-    parts = [settle("l", i, terms(), trace, a, b) for i, (a, b) in enumerate(pairwise(bounds))]
-    whole = settle("l", 0, terms(), trace, start, end)
+    parts = [
+        settle("l", i, terms(), attested(trace), a, b) for i, (a, b) in enumerate(pairwise(bounds))
+    ]
+    whole = settle("l", 0, terms(), attested(trace), start, end)
     assert sum(p.measured_mj for p in parts) == whole.measured_mj
     assert sum(p.line.capacity_micro for p in parts) == whole.line.capacity_micro
     assert sum(p.line.priced_energy_micro for p in parts) == whole.line.priced_energy_micro
@@ -149,10 +172,10 @@ def test_split_measurements_sum_exactly_to_the_whole(trace, data):
 @settings(max_examples=200, deadline=None)
 @given(traces(), st.randoms(use_true_random=False))
 def test_replaying_the_same_telemetry_yields_the_same_settlement(trace, rng):
-    first = settle("l", 0, terms(), trace, trace[0].t_ms, trace[-1].t_ms)
+    first = settle("l", 0, terms(), attested(trace), trace[0].t_ms, trace[-1].t_ms)
     shuffled = list(trace)
     rng.shuffle(shuffled)
-    again = settle("l", 0, terms(), shuffled, trace[0].t_ms, trace[-1].t_ms)
+    again = settle("l", 0, terms(), attested(shuffled), trace[0].t_ms, trace[-1].t_ms)
     assert again == first
     assert first.gpus[0].telemetry_sha256 == telemetry_digest(trace)
 
@@ -164,3 +187,34 @@ def test_a_counter_reset_never_produces_negative_energy(trace):
     assert all(s.energy_mj >= 0 for s in m.segments)
     assert m.measured_mj >= 0
     assert m.resets == sum(1 for a, b in pairwise(trace) if b.energy_mj < a.energy_mj)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 3), st.integers(6, 12))
+def test_an_interval_with_more_batches_than_a_line_may_cite_is_cut_into_lines(
+    quotes, gpus, max_batches
+):
+    """Each line cites at most max_batches, the lines tile the interval, measure what the
+    whole does, and only the last is final."""
+    uuids = [f"GPU-{g}" for g in range(gpus)]
+    batches = [
+        batch
+        for q in range(quotes)  # each quote binds 10 s of 1 Hz readings of every GPU
+        for batch in attested(
+            [sample(t * 1000, t * 300_000, g) for g in uuids for t in range(10 * q, 10 * q + 10)]
+        )
+    ]
+    end = 10_000 * quotes - 1000
+    lines = settle_lines(
+        "l", 0, terms(gpus=tuple(uuids)), batches, 0, end, final=True, max_batches=max_batches
+    )
+    whole = settle("l", 0, terms(gpus=tuple(uuids)), batches, 0, end)
+    if max_batches > 3 * gpus:  # room for the batches across each cut
+        assert all(len(line.batches) <= max_batches for line in lines)
+        assert len(lines) > 1 or len(whole.batches) <= max_batches
+    else:
+        assert len(lines) == 1
+    assert [(a.end_ms, a.seq + 1) for a in lines[:-1]] == [(b.start_ms, b.seq) for b in lines[1:]]
+    assert (lines[0].start_ms, lines[-1].end_ms) == (0, end)
+    assert sum(line.measured_mj for line in lines) == whole.measured_mj
+    assert [line.final for line in lines] == [False] * (len(lines) - 1) + [True]

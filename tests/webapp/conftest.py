@@ -210,11 +210,29 @@ def ledger(settings, tmp_path):
     close_ledger_client()
 
 
+@dataclass
+class NodeAgent:
+    """`fleet.node`'s enrolled agent: each `attest` answers a ledger challenge with a quote
+    that binds the readings sent with it (docs/billing.md, "Attested telemetry")."""
+
+    agent: Agent
+    api: AgentApi
+    ak: object
+
+    def attest(self, readings: str = "") -> dict:
+        return attest_once(self.agent, self.api, self.ak, readings)
+
+
 @pytest.fixture
-def attested_node(fleet, agent, api, ledger):
+def node_agent(fleet, agent, api) -> NodeAgent:
     ak = enrol_node(agent, api)
     set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
-    assert attest_once(agent, api, ak)["valid"]
+    return NodeAgent(agent, api, ak)
+
+
+@pytest.fixture
+def attested_node(node_agent, fleet, ledger):
+    assert node_agent.attest()["valid"]
     outcome = relay_once(ledger)
     errors = list(OutboxEntry.objects.values_list("function", "last_error"))
     # RegisterNode and IssueChallenge went while the agent waited for its challenge

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from scheduler.api import IntervalSettlement, settle
+from ledger.readings import row_text
+from scheduler.api import AttestedBatch, IntervalSettlement, settle
+from scheduler.settlement import telemetry_digest
 from scheduler.telemetry.sample import TelemetrySample
 from tests.ledger.helpers import A100, lease_terms, now_ms
 from webapp.leasing import actions
@@ -31,23 +33,42 @@ def lines(
     lease: Lease, *, count: int = 1, watts: int = 0, seconds: int = 60, final: bool = True
 ) -> list[IntervalSettlement]:
     """The scheduler's next `count` bill lines of `lease`, `seconds` each, from where its bill
-    stands, every GPU drawing `watts` (two counter readings per GPU and line)."""
+    stands, every GPU drawing `watts` (two counter readings per GPU and line, each GPU's a
+    batch as if a quote had attested it: these lines are for the web app's own records; the
+    ledger accepts energy only from batches a real quote bound, see tests/webapp/test_migration)."""
     last = lease.settlements.order_by("-seq").first()
     start, seq = (last.end_ms, last.seq + 1) if last else (lease.terms["start_ms"], 0)
     out = []
     for n in range(count):
         end = start + seconds * 1000
-        samples = [
-            TelemetrySample(gpu, t, (t - start) * watts, watts * 1000, 90, 50, 60)
-            for gpu in lease.terms["attributed_power_mw"]
-            for t in (start, end)
-        ]
+        batches = []  # none when nothing is drawn: a line of no energy needs no readings
+        for gpu in lease.terms["attributed_power_mw"] if watts else ():
+            samples = tuple(
+                TelemetrySample(gpu, t, (t - start) * watts, watts * 1000, 90, 50, 60)
+                for t in (start, end)
+            )
+            batches.append(AttestedBatch(gpu, telemetry_digest(samples), samples))
         last_one = final and n == count - 1
         out.append(
-            settle(str(lease.ledger_id), seq + n, lease.terms, samples, start, end, final=last_one)
+            settle(str(lease.ledger_id), seq + n, lease.terms, batches, start, end, final=last_one)
         )
         start = end
     return out
+
+
+def drawn(gpus: Sequence, start_ms: int, end_ms: int, watts: int) -> str:
+    """Readings as a node agent sends them with its quote: every GPU drawing `watts` from
+    `start_ms` to `end_ms` (two counter readings each), canonical CSV rows."""
+    return "".join(
+        row_text(
+            TelemetrySample(
+                g.uuid, t, 10**6 + (t - start_ms) * watts, watts * 1000, 90, 50, 60
+            ).canonical()
+        )
+        + "\n"
+        for g in gpus
+        for t in (start_ms, end_ms)
+    )
 
 
 def line(lease: Lease, *, watts: int = 0, final: bool = True) -> IntervalSettlement:

@@ -21,12 +21,13 @@ from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol, fetch
 from attest.agent.tpm import AK_ECC, AK_RSA, Agent
 from attest.inventory import inventory_digest
 from attest.swtpm import LocalCA, start_node_tpm
+from ledger import readings
 from tests.webapp.conftest import enrol_node, set_golden_values
 from webapp.attestation import service
-from webapp.attestation.models import Attestation
+from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.core.demo_agents import simulated_inventory
 from webapp.core.models import AuditEvent
-from webapp.fleet.models import Node, PcrPolicy
+from webapp.fleet.models import Node, PcrPolicy, TelemetrySample
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 
@@ -282,6 +283,8 @@ def inventory_file(node, tmp_path) -> Path:
 def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, tmp_path):
     env = {**os.environ, "WATTLEASE_NODE_CREDENTIAL": api.token}
     inventory = inventory_file(fleet.node, tmp_path)
+    counters = tmp_path / "counters.csv"  # as the host's counter logger appends them
+    counters.write_text(_readings(fleet.gpus[:2]) + "5,GPU-half-a-row")
     result = subprocess.run(
         [
             sys.executable,
@@ -301,6 +304,8 @@ def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, 
             "2",
             "--inventory",
             str(inventory),
+            "--readings",
+            str(counters),
         ],
         env=env,
         capture_output=True,
@@ -310,6 +315,10 @@ def test_agent_cli_enrols_and_answers_challenges_on_a_schedule(fleet, tpm, api, 
     assert result.returncode == 0, result.stdout + result.stderr
     assert Attestation.objects.filter(node=fleet.node, valid=True).count() == 2
     assert Node.objects.get(pk=fleet.node.pk).trust == Node.TRUSTED
+    # the first quote bound the whole rows logged before it; the half row waits
+    (first,) = {b.attestation for b in TelemetryBatch.objects.all()}
+    assert first == Attestation.objects.filter(node=fleet.node).order_by("created").first()
+    assert TelemetryBatch.objects.count() == 2 and {b.rows for b in first.batches.all()} == {2}
 
 
 def test_a_policy_without_an_age_of_its_own_uses_attestation_max_age_s(fleet, settings):
@@ -342,3 +351,73 @@ def test_the_agent_quotes_as_often_as_attestation_interval_s_says(
     verdicts = [json.loads(line) for line in result.stdout.splitlines() if "interval_s" in line]
     assert [(v["valid"], v["interval_s"]) for v in verdicts] == [(True, 1)] * 3
     assert 2 <= elapsed < 30  # two waits of the server's 1 s, not the default 60 s
+
+
+# -- attested telemetry: the readings sent with a quote ---------------------------------------
+
+
+def _readings(gpus, t0: int = 1_000) -> str:
+    return "".join(f"{t},{g.uuid},{t * 300},300000,90,50,60\n" for g in gpus for t in (t0, t0 + 1))
+
+
+def test_readings_sent_with_a_quote_are_kept_as_batches_its_quote_binds(fleet, agent, api):
+    ak = enrol_node(agent, api)
+    text = _readings(fleet.gpus[:2])
+    assert attest_once(agent, api, ak, text)["valid"]
+    attestation = Attestation.objects.get(node=fleet.node)
+    batches = {b.gpu.uuid: b for b in TelemetryBatch.objects.filter(attestation=attestation)}
+    assert sorted(batches) == sorted(g.uuid for g in fleet.gpus[:2])
+    digests = readings.gpu_digests(readings.parse_rows(text))
+    assert {uuid: b.digest for uuid, b in batches.items()} == digests
+    assert all(b.rows == 2 and b.first_ms == 1_000 and b.last_ms == 1_001 for b in batches.values())
+    # the ledger re-verifies the quote over the same digests, and the samples are stored
+    entry = OutboxEntry.objects.get(function="RecordAttestation")
+    assert entry.args["telemetry"] == digests
+    assert TelemetrySample.objects.filter(gpu__in=fleet.gpus[:2]).count() == 4
+
+
+def test_a_quote_not_bound_to_the_readings_sent_with_it_fails(fleet, agent, api):
+    ak = enrol_node(agent, api)
+    challenge = fetch_challenge(api)
+    nonce = bytes.fromhex(challenge["nonce"])
+    evidence = agent.quote(ak, nonce, challenge["selection"])  # over the plain nonce
+    verdict = api.post(
+        "quote/",
+        {
+            "nonce": nonce.hex(),
+            "quote": base64.b64encode(evidence.quote).decode(),
+            "signature": base64.b64encode(evidence.signature).decode(),
+            "pcr_values": {
+                "sha256": {str(i): v.hex() for i, v in evidence.pcr_values["sha256"].items()}
+            },
+            "telemetry": _readings(fleet.gpus[:1]),
+        },
+    )
+    assert not verdict["valid"]
+    assert "nonce_mismatch" in {r["code"] for r in verdict["reasons"]}, verdict["reasons"]
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        ("1,GPU-not-here,3,4,5,6,7\n", "are not GPUs of"),
+        ("1,{gpu},3\n", "expected 7 fields"),
+        ("1,{gpu},3,4,500,6,7\n", "util_gpu_pct"),
+        ("1,{gpu},3,4,5,6,7\n1,{gpu},4,4,5,6,7\n", "disagree"),
+    ],
+)
+def test_readings_no_quote_can_bind_are_refused_and_nothing_is_kept(
+    fleet, agent, api, text, detail
+):
+    enrol_node(agent, api)
+    body = {
+        "nonce": fetch_challenge(api)["nonce"],
+        "quote": base64.b64encode(b"\xff" * 40).decode(),
+        "signature": base64.b64encode(b"\x00\x18" * 10).decode(),
+        "pcr_values": {"sha256": {"0": "00" * 32}},
+        "telemetry": text.format(gpu=fleet.gpus[0].uuid),
+    }
+    with pytest.raises(AgentApiError, match=detail) as refused:
+        api.post("quote/", body)
+    assert refused.value.status == 400 and "telemetry_refused" in str(refused.value)
+    assert not Attestation.objects.exists() and not TelemetryBatch.objects.exists()

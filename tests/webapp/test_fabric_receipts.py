@@ -22,10 +22,11 @@ from tests.fabric.network_fixture import new_chaincode
 from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
 from tests.webapp import leases
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
-from tests.webapp.helpers import console_login, line, place
+from tests.webapp.helpers import console_login, drawn, place
 from webapp.core.demo_governance import admin_clients
 from webapp.leasing import actions
-from webapp.leasing.models import Settlement
+from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.scheduling import settlement_of
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
@@ -66,14 +67,18 @@ def relay_all(ledger) -> None:
         relay_once(ledger)
 
 
-def settled_lease(fleet, tenant, attestation, ledger):
+def settled_lease(fleet, tenant, attestation, ledger, node_agent):
+    """A lease whose GPUs drew 300 W, the readings bound into the node's next quote."""
     lease = actions.request_lease(
         tenant, gpu_count=2, precision="FP16", hours=Decimal(1), actor=ACTOR
     )
     lease = place(lease, fleet.gpus[:2], [attestation])
     actions.activate_lease(lease, actor=ACTOR)
     actions.end_lease(lease, actor=ACTOR)
-    actions.settle_lease(lease, [line(lease, watts=300)], actor=ACTOR)
+    lease = Lease.objects.get(pk=lease.pk)
+    start, end = lease.terms["start_ms"], int(lease.ended.timestamp() * 1000)
+    assert node_agent.attest(drawn(fleet.gpus[:2], start, end, watts=300))["valid"]
+    actions.settle_lease(lease, settlement_of(lease, final=True), actor=ACTOR)
     relay_all(ledger)
     return lease
 
@@ -88,9 +93,9 @@ def functions(receipt) -> dict[str, str]:
 
 
 def test_tenant_receipt_from_fabric_verifies_against_the_channel_roots(
-    fleet, owner, outsider, attested_node, ledger, fabric_network, tmp_path, capsys
+    fleet, owner, outsider, attested_node, node_agent, ledger, fabric_network, tmp_path, capsys
 ):
-    lease = settled_lease(fleet, owner.tenant, attested_node, ledger)
+    lease = settled_lease(fleet, owner.tenant, attested_node, ledger, node_agent)
     started = time.perf_counter()
     response = owner.client.get(f"/api/v1/leases/{lease.pk}/receipt/")
     fetched_ms = 1000 * (time.perf_counter() - started)

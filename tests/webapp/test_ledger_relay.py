@@ -13,10 +13,11 @@ from django.core.management import CommandError, call_command
 from ledger.receipt import verify_receipt
 from tests.ledger.helpers import org_roots
 from tests.webapp import leases
-from tests.webapp.helpers import line
+from tests.webapp.helpers import drawn, line
 from webapp.attestation.models import Attestation
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.scheduling import settlement_of
 from webapp.outbox.ledger import close_ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import overlap, relay_once, subjects
@@ -24,17 +25,25 @@ from webapp.outbox.relay import overlap, relay_once, subjects
 ACTOR = "test"
 
 
-def test_attestation_lease_and_settlement_reach_the_ledger(fleet, tenant, attested_node, ledger):
+def test_attestation_lease_and_settlement_reach_the_ledger(
+    fleet, tenant, attested_node, node_agent, ledger
+):
     assert attested_node.ledger_tx  # the contract re-verified the quote and recorded it
     lease = leases.placed(tenant, fleet.gpus[:2], [attested_node])
     assert relay_once(ledger) == {"done": 1}
     # the ledger holds the contract: the relay's reaction started the lease
     assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
     actions.end_lease(lease, actor=ACTOR)
-    interval = line(lease, watts=300)
+    lease = Lease.objects.get(pk=lease.pk)
+    # the node's next quote binds the readings of its GPUs while the lease ran
+    start, end = lease.terms["start_ms"], int(lease.ended.timestamp() * 1000)
+    assert node_agent.attest(drawn(fleet.gpus[:2], start, end, watts=300))["valid"]
+    (interval,) = settlement_of(lease, final=True)
+    assert interval.measured_mj == 2 * (end - start) * 300 > 0 and len(interval.batches) == 2
     amount = interval.line.total_micro
     actions.settle_lease(lease, [interval], actor=ACTOR)
-    assert relay_once(ledger) == {"done": 2}  # EndLease, Settle
+    relay_once(ledger)  # RecordAttestation (its readings), EndLease, then Settle, which waits
+    assert relay_once(ledger) == {}, list(OutboxEntry.objects.values_list("function", "last_error"))
     assert Settlement.objects.get(lease=lease).ledger_tx
     assert set(OutboxEntry.objects.values_list("status", flat=True)) == {OutboxEntry.DONE}
     on_chain = ledger.evaluate("GetSettlements", f'{{"lease_id": "{lease.ledger_id}"}}')

@@ -15,7 +15,7 @@ from attest.swtpm import start_node_tpm
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.helpers import org_roots
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
-from tests.webapp.conftest import enrol_node, set_golden_values
+from tests.webapp.conftest import NodeAgent, enrol_node, set_golden_values
 from webapp.attestation import service
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.models import GPU, Generation, Node
@@ -37,8 +37,8 @@ def h100_tpm(tmp_path_factory, ca):
 
 
 @pytest.fixture
-def h100_node(fleet, h100_tpm, live_server, api, ledger):
-    """A second node, of H100s, at the same site, attested and on the ledger."""
+def h100_agent(fleet, h100_tpm, live_server, api, ledger):
+    """A second node, of H100s, at the same site, attested and on the ledger: its agent."""
     node = Node.objects.create(
         name="node-2", site=fleet.site, pcr_policy=fleet.node.pcr_policy, status=Node.ACTIVE
     )
@@ -48,9 +48,14 @@ def h100_node(fleet, h100_tpm, live_server, api, ledger):
     token = service.issue_node_credential(node, actor=ACTOR)
     with Agent(h100_tpm.tcti) as agent:
         node_api = AgentApi(live_server.url, token)
-        ak = enrol_node(agent, node_api)
-        assert attest_once(agent, node_api, ak)["valid"]
-    return node
+        node_agent = NodeAgent(agent, node_api, enrol_node(agent, node_api))
+        assert node_agent.attest()["valid"]
+        yield node_agent
+
+
+@pytest.fixture
+def h100_node(h100_agent):
+    return Node.objects.get(name="node-2")
 
 
 def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
@@ -153,17 +158,15 @@ def _roots(path) -> str:
 
 
 def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
-    fleet, tenant, agent, api, owner, ledger, h100_node, settings, tmp_path
+    fleet, tenant, node_agent, owner, ledger, h100_agent, settings, tmp_path
 ):
     import time
 
     from ledger.engine import EmbeddedLedger
+    from ledger.readings import row_text
     from scheduler.telemetry.sample import TelemetrySample as Sample
-    from webapp.fleet.telemetry import record_samples
 
-    ak = enrol_node(agent, api)
-    set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
-    assert attest_once(agent, api, ak)["valid"]
+    assert node_agent.attest()["valid"]
     relay_once(ledger)
     lease = actions.request_lease(
         owner.tenant, gpu_count=2, precision="FP16", hours=Decimal(2), actor=ACTOR
@@ -177,12 +180,18 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     lease.refresh_from_db()
     assert lease.state == states.ACTIVE
 
-    def draw(gpus, from_ms: int) -> None:  # two counter readings per GPU, 300 W apart
-        record_samples(
-            Sample(g.uuid, from_ms + dt, 10**6 + dt * 300, 300_000, 90, 50, 60)
+    agents = {fleet.node.pk: node_agent, Node.objects.get(name="node-2").pk: h100_agent}
+
+    def draw(gpus, from_ms: int) -> None:
+        """Two counter readings per GPU, 300 W apart, bound into their node's next quote."""
+        rows = [
+            (g.node_id, Sample(g.uuid, from_ms + dt, 10**6 + dt * 300, 300_000, 90, 50, 60))
             for g in gpus
             for dt in (1, 3)
-        )
+        ]
+        for node in {node for node, _ in rows}:
+            text = "".join(row_text(s.canonical()) + "\n" for n, s in rows if n == node)
+            assert agents[node].attest(text)["valid"]
 
     draw(before, lease.terms["start_ms"])
     time.sleep(0.02)
@@ -206,6 +215,16 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
         (1, target),
     ]
     assert all(line["measured_energy_mj"] == 2 * 2 * 300 for line in bill["lines"])
+    for line in bill["lines"]:  # each line names the quotes that attested its readings
+        cited = {(b["gpu"], b["digest"]) for b in line["telemetry_batches"]}
+        attested = set()
+        for quote in line["evidence"]["telemetry_quotes"]:
+            record = json.loads(
+                ledger.evaluate("GetAttestation", json.dumps({"attestation_id": quote}))
+            )
+            assert record["valid"]
+            attested |= set(record["telemetry"].items())
+        assert len(cited) == 2 and cited <= attested
     for line, gpus in zip(bill["lines"], (before, after), strict=True):
         text = (evidence.readings / line["lease"] / f"{line['seq']}.csv").read_text()
         assert {row.split(",")[1] for row in text.splitlines()} == {g.uuid for g in gpus}
@@ -222,20 +241,19 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
 
 
 def test_a_move_waits_for_the_telemetry_of_the_interval_it_settles(
-    fleet, tenant, agent, api, owner, ledger, h100_node, settings
+    fleet, tenant, node_agent, owner, ledger, h100_agent, settings
 ):
     """The line settled at a move is measured on all of its readings: the move waits (at
-    most MIGRATE_TELEMETRY_WAIT_S) until every old GPU has reported past the move."""
+    most MIGRATE_TELEMETRY_WAIT_S) until a quote has attested every old GPU's readings past
+    the move."""
     import time
 
+    from ledger.readings import row_text
     from scheduler.telemetry.sample import TelemetrySample as Sample
-    from webapp.fleet.telemetry import record_samples
     from webapp.leasing.scheduling import MIGRATE_TELEMETRY_WAIT_S
 
     settings.TELEMETRY_SETTLE_WAIT_S = 60
-    ak = enrol(agent, api)
-    set_golden_values(Node.objects.get(pk=fleet.node.pk), agent)
-    assert attest_once(agent, api, ak)["valid"]
+    assert node_agent.attest()["valid"]
     relay_once(ledger)
     moves = []
     for hours in ("2", "3"):
@@ -246,9 +264,11 @@ def test_a_move_waits_for_the_telemetry_of_the_interval_it_settles(
         relay_once(ledger)
         lease.refresh_from_db()
         gpus = list(lease.gpus.all())
-        if moves:  # this time its GPUs have already reported beyond the move
+        if moves:  # this time a quote has already attested its GPUs' readings past the move
             far = int(time.time() * 1000) + 3_600_000
-            record_samples(Sample(g.uuid, far, 10**6, 300_000, 90, 50, 60) for g in gpus)
+            rows = (Sample(g.uuid, far, 10**6, 300_000, 90, 50, 60).canonical() for g in gpus)
+            agent = node_agent if gpus[0].node_id == fleet.node.pk else h100_agent
+            assert agent.attest("".join(row_text(r) + "\n" for r in rows))["valid"]
         target = (
             "A100-SXM4-80GB"
             if gpus[0].generation.catalogue_id != "A100-SXM4-80GB"

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 
 from ledger import money
+from ledger.readings import row_text
 from ledger.terms import DEPLOYED as RATE_CARD
 from scheduler import api as scheduler
 from scheduler.telemetry.sample import TelemetrySample as Sample
@@ -121,28 +122,35 @@ def test_a_lowered_grant_lowers_the_priority_the_scheduler_uses(fleet, tenant, a
     assert Lease.objects.get(pk=waiting.pk).state == states.REQUESTED
 
 
-def test_settlement_is_the_schedulers_line_from_the_terms_and_telemetry(
-    fleet, tenant, attested_node
+def test_settlement_is_the_schedulers_line_from_the_terms_and_attested_telemetry(
+    fleet, tenant, attested_node, node_agent
 ):
     lease = request(tenant)
     place_requested(actor=ACTOR)
     lease = actions.activate_lease(Lease.objects.get(pk=lease.pk), actor=ACTOR)
     start_ms = lease.terms["start_ms"]
     gpus = list(lease.gpus.all())
-    # every GPU draws 500 W for 60 s, one sample per second
-    record_samples(
+    # every GPU draws 500 W for 60 s, one sample per second: the readings of the first
+    # half minute reach the server with a quote that binds them, the rest without one
+    samples = [
         Sample(g.uuid, start_ms + t * 1000, 10**9 + t * 500_000, 500_000, 90, 60, 70)
         for g in gpus
         for t in range(61)
+    ]
+    node_agent.attest(
+        "".join(row_text(s.canonical()) + "\n" for s in samples if s.t_ms <= start_ms + 30_000)
     )
+    record_samples(s for s in samples if s.t_ms > start_ms + 30_000)
     lease.ended = datetime.fromtimestamp((start_ms + 60_000) / 1000, tz=UTC)
     lease.save()
-    settlement = settlement_of(lease, final=True)
-    assert settlement.measured_mj == 2 * 60 * 500_000
+    (settlement,) = settlement_of(lease, final=True)
+    assert settlement.measured_mj == 2 * 30 * 500_000  # what no quote attested is not billed
+    assert [b.gpu for b in settlement.batches] == sorted(g.uuid for g in gpus)
     assert settlement.line == money.interval_line(
         money.Terms.of(lease.terms), start_ms, start_ms + 60_000, settlement.measured_mj
     )
-    assert settlement.line.settlement_micro > 0  # 500 W drawn, 400 W priced
+    # 500 W drawn, 400 W priced, but only half the minute attested: 250 W on average billed
+    assert settlement.line.settlement_micro < 0
 
 
 def test_overlapping_passes_skip_conflicts_and_never_double_book(fleet, tenant, attested_node):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from webapp.fleet.models import Node
+from webapp.fleet.models import GPU, Node
 
 
 class Attestation(models.Model):
@@ -24,6 +24,27 @@ class Attestation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node} {'valid' if self.valid else 'INVALID'} @ {self.created:%H:%M:%S}"
+
+
+class TelemetryBatch(models.Model):
+    """One GPU's readings between two quotes of its node, as the agent sent them with the
+    quote that bound their digest (docs/billing.md, "Attested telemetry"): the raw rows are
+    kept, so re-hashing them gives the digest a bill line cites on the ledger."""
+
+    attestation = models.ForeignKey(Attestation, on_delete=models.CASCADE, related_name="batches")
+    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="telemetry_batches")
+    digest = models.CharField(max_length=64, help_text="ledger.readings.gpu_digest of the rows")
+    first_ms = models.BigIntegerField()
+    last_ms = models.BigIntegerField()
+    rows = models.PositiveIntegerField()
+    readings = models.TextField(help_text="the canonical CSV rows, in time order, as hashed")
+
+    class Meta:
+        ordering = ["gpu", "first_ms"]
+        indexes = [models.Index(fields=["gpu", "last_ms"])]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} batch {self.digest[:12]} ({self.rows} readings)"
 
 
 class EnrolmentSession(models.Model):

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from chaincode_client.interface import Receipt
-from webapp.attestation.models import Attestation
+from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.attestation.service import challenge_issued
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
@@ -25,6 +25,23 @@ def resolve_attestation_refs(args: dict[str, Any]) -> dict[str, Any]:
     if missing:
         raise hooks.NotReady(f"attestations {missing} are not on the ledger yet")
     return {**args, "attestation_ids": [tx_ids[pk] for pk in pks]}
+
+
+def wait_for_attested_batches(args: dict[str, Any]) -> dict[str, Any]:
+    """A bill line cites batches of readings; the ledger accepts it only once the quotes that
+    bound them are recorded there (RecordAttestation), so it waits for them."""
+    waiting = [
+        f"{b['gpu']}:{b['digest'][:12]}"
+        for b in args.get("telemetry_batches", [])
+        if not TelemetryBatch.objects.filter(
+            gpu__uuid=b["gpu"], digest=b["digest"], attestation__valid=True
+        )
+        .exclude(attestation__ledger_tx="")
+        .exists()
+    ]
+    if waiting:
+        raise hooks.NotReady(f"the quotes of batches {waiting} are not on the ledger yet")
+    return args
 
 
 def attestation_recorded(entry: OutboxEntry, receipt: Receipt) -> None:
@@ -48,6 +65,7 @@ def challenge_committed(entry: OutboxEntry, receipt: Receipt) -> None:
 
 def register() -> None:
     hooks.on_prepare(resolve_attestation_refs)
+    hooks.on_prepare(wait_for_attested_batches)
     hooks.on_sign("RegisterNode", sign_registration)
     hooks.on_committed("IssueChallenge", challenge_committed)
     hooks.on_committed("RecordAttestation", attestation_recorded)

@@ -26,12 +26,19 @@ from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
 from attest.verdict import SEVERITY_ERROR, ClockInfo
 from attest.verifier import verify_quote
+from ledger.readings import qualifying_data
+from webapp.attestation import telemetry as node_telemetry
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
 from webapp.core import tokens
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet.models import Node
-from webapp.outbox.records import challenge_requested, enqueue, node_registered
+from webapp.outbox.records import (
+    attestation_answered,
+    challenge_requested,
+    enqueue,
+    node_registered,
+)
 
 NODE_TOKEN_KIND = "wn"
 MAX_CA_FILES = 64
@@ -285,8 +292,16 @@ def record_quote(
     signature: bytes,
     pcr_values: PcrValues,
     actor: str,
+    telemetry: str = "",
 ) -> Attestation:
-    """Verify a quote against the node's AK and policy; store the verdict either way."""
+    """Verify a quote against the node's AK and policy, over the nonce bound to the readings
+    sent with it (`telemetry`, canonical CSV rows; docs/billing.md, "Attested telemetry");
+    store the verdict and the readings either way."""
+    try:
+        batches = node_telemetry.parse(node, telemetry)
+    except node_telemetry.TelemetryRefused as refused:
+        raise EnrolmentRefused([{"code": "telemetry_refused", "detail": str(refused)}]) from None
+    digests = node_telemetry.digests(batches)
     with transaction.atomic():
         node = Node.objects.select_for_update().select_related("pcr_policy").get(pk=node.pk)
         check = registry().consume(nonce, node.name)
@@ -296,7 +311,7 @@ def record_quote(
             quote=quote,
             signature=signature,
             pcr_values=pcr_values,
-            nonce=nonce,
+            nonce=qualifying_data(nonce, digests),
             policy=policy_of(node),
             previous_clock=ClockInfo.from_dict(previous.clock) if previous else None,
         )
@@ -315,23 +330,14 @@ def record_quote(
             },
             clock=verdict.clock.to_dict() if verdict.clock else {},
         )
+        node_telemetry.keep(attestation, batches)
         node.trust = Node.TRUSTED if verdict.valid else Node.FAILED
         if verdict.valid:
             node.last_good_attestation = attestation.created
         node.save(update_fields=["trust", "last_good_attestation"])
         audit(actor, "node.attested", node, valid=verdict.valid, codes=verdict.codes())
         if check.ok:  # the ledger refuses a replayed nonce anyway; don't send one
-            enqueue(
-                f"attestation:{node.name}:{nonce.hex()}",
-                "RecordAttestation",
-                {
-                    "node_id": node.name,
-                    "nonce": nonce.hex(),
-                    "quote": base64.b64encode(quote).decode(),
-                    "signature": base64.b64encode(signature).decode(),
-                    "pcr_values": attestation.pcr_values,
-                },
-            )
+            attestation_answered(attestation, digests)
         publish_on_commit("node", name=node.name, trust=node.trust)
     return attestation
 

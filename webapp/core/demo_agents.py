@@ -1,9 +1,10 @@
 """The demo's node agents: one swtpm per simulated node, each with the real agent code
 talking HTTP to the demo server — enrol (EK certificate chain, credential activation), then
-a fresh quote every ATTESTATION_INTERVAL_S. Each agent reports the GPUs the demo simulates
-for its node (the replayed trace's GPUs; NVML on a real host). One node has its PCR 7
-extended after its first good quote (as if Secure Boot had been switched off), so the
-dashboard shows it red."""
+a fresh quote every ATTESTATION_INTERVAL_S, bound to the readings of the node's GPUs since
+its previous one (docs/billing.md, "Attested telemetry"; the demo's counters are the trace
+the demo loop replays). Each agent reports the GPUs the demo simulates for its node (the
+replayed trace's GPUs; NVML on a real host). One node has its PCR 7 extended after its first
+good quote (as if Secure Boot had been switched off), so the dashboard shows it red."""
 
 from __future__ import annotations
 
@@ -17,12 +18,15 @@ import urllib.request
 from pathlib import Path
 
 from django.conf import settings
+from django.db import close_old_connections
 
-from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol
+from attest.agent.http import BAD_REQUEST, AgentApi, AgentApiError, attest_once, enrol
 from attest.agent.tpm import Agent
 from attest.swtpm import LocalCA, Swtpm, start_node_tpm
+from ledger.readings import row_text
+from scheduler.telemetry.sample import CSV_FIELDS
 from webapp.attestation import service
-from webapp.fleet.models import Node, PcrPolicy
+from webapp.fleet.models import Node, PcrPolicy, TelemetrySample
 
 log = logging.getLogger("wattlease.demo.agents")
 
@@ -31,6 +35,7 @@ TAMPERED_NODE_INDEX = -1  # the last demo node
 TAMPER_EVENT = b"demo: Secure Boot disabled"
 POLICY_PCRS = "sha256:0,2,7"
 STOP_WAIT_S = 3.0
+MAX_READINGS_PER_QUOTE = 10_000  # ~600 KB, under the agent API's limit; the rest goes next
 
 
 def simulated_inventory(node: Node) -> list[dict[str, str]]:
@@ -111,15 +116,21 @@ class DemoAgents:
             log.error("agent of %s: server did not come up", node)
             return
         api = AgentApi(self.server, token)
+        read_from_ms = time.time_ns() // 1_000_000  # the history before the demo is not billed
         try:
             with Agent(self.tpms[node].tcti) as agent:
                 ak = enrol(agent, api, inventory=inventory)
                 while not self.stop_event.is_set():
                     try:
-                        verdict = attest_once(agent, api, ak)
+                        readings, last_ms = read_counters(node, read_from_ms)
+                        close_old_connections()  # this thread's, between rounds
+                        verdict = attest_once(agent, api, ak, readings)
+                        read_from_ms = last_ms
                         if tamper and verdict.get("valid"):
                             agent.extend_pcr(7, TAMPER_EVENT)
                     except (AgentApiError, OSError) as exc:
+                        if isinstance(exc, AgentApiError) and exc.status == BAD_REQUEST:
+                            read_from_ms = last_ms  # readings refused: never sent again
                         if self.stop_event.is_set():  # the server went first: a round cut short
                             break
                         log.warning("agent of %s: %s", node, exc)
@@ -136,3 +147,16 @@ class DemoAgents:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         for tpm in self.tpms.values():
             tpm.stop()
+
+
+def read_counters(node: str, after_ms: int) -> tuple[str, int]:
+    """The demo node's energy counters: the readings of its GPUs that the demo loop replayed
+    after `after_ms`, canonical CSV rows in time order, and the newest one's time."""
+    rows = list(
+        TelemetrySample.objects.filter(gpu__node__name=node, t_ms__gt=after_ms)
+        .order_by("t_ms")
+        .values_list(*("gpu__uuid" if f == "gpu" else f for f in CSV_FIELDS))[
+            :MAX_READINGS_PER_QUOTE
+        ]
+    )
+    return "".join(row_text(r) + "\n" for r in rows), max((r[0] for r in rows), default=after_ms)

@@ -79,6 +79,7 @@ LINE_FIELDS = {
     "generation": "generation",
     "measured_mj": "measured_energy_mj",
     "telemetry_digest": "telemetry_digest",
+    "telemetry_batches": "telemetry_batches",
     "tariff_micro_per_kwh": "tariff_micro_per_kwh",
     "pue_milli": "pue_milli",
     "capacity_micro_per_gpu_hour": "capacity_micro_per_gpu_hour",

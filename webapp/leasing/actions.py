@@ -201,6 +201,7 @@ def _record_settlement(lease: Lease, interval: IntervalSettlement) -> Settlement
         final=interval.final,
         measured_energy_mj=interval.measured_mj,
         telemetry_digest=interval.telemetry_digest,
+        telemetry_batches=request["telemetry_batches"],
         gpus=[g.gpu for g in interval.gpus],
         **{k: request[k] for k in records.SETTLEMENT_FIGURES},
     )
@@ -224,7 +225,7 @@ def migrate_lease(
     lease: Lease,
     gpus: Sequence[GPU],
     *,
-    settled_before: IntervalSettlement,
+    settled_before: Sequence[IntervalSettlement],
     price: dict[str, Any],
     terms: dict[str, Any],
     attestations: Sequence[Attestation],
@@ -240,7 +241,8 @@ def migrate_lease(
         if any(g.generation_id in old for g in gpus):
             raise LeaseError(f"lease {lease.pk} must move to another generation")
         _claim_gpus(lease, gpus)
-        _record_settlement(lease, settled_before)
+        for interval in settled_before:
+            _record_settlement(lease, interval)
         lease.gpus.set(gpus)
         lease.attestations.set(attestations)
         lease.price = price

@@ -10,13 +10,13 @@ from typing import Any
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
 
-from ledger.readings import row_text
-from webapp.fleet.models import GPU
-from webapp.fleet.telemetry import samples_between
+from webapp.attestation.models import TelemetryBatch
+from webapp.attestation.telemetry import cited_readings
 from webapp.leasing.models import Settlement
 
 MONTH_RE = re.compile(r"(\d{4})-(0[1-9]|1[0-2])")
 MONTHS_PER_YEAR = 12
+QUERY_CHUNK = 500  # values per IN (...) query, well under SQLite's variable limit
 
 
 class BillError(ValueError):
@@ -54,7 +54,10 @@ def in_month(lines: QuerySet, month: str | None) -> QuerySet:
     return lines.filter(end_ms__gte=start, end_ms__lt=end)
 
 
-def line(s: Settlement) -> dict[str, Any]:
+def line(s: Settlement, quotes: dict[tuple[str, str], str] | None = None) -> dict[str, Any]:
+    """One bill line; `quotes` maps each (gpu, batch digest) to the ledger id of the quote
+    that attested it (`attesting_quotes`)."""
+    quotes = quotes or {}
     return {
         "lease": str(s.lease.ledger_id),
         "lease_pk": s.lease_id,
@@ -74,12 +77,18 @@ def line(s: Settlement) -> dict[str, Any]:
             "tariff_micro_per_kwh": s.tariff_micro_per_kwh,
         },
         "telemetry_digest": s.telemetry_digest,
+        # the attested batches of readings the line measured ([{gpu, digest, rows}])
+        "telemetry_batches": s.telemetry_batches,
         "evidence": {
             "tx_id": s.ledger_tx or None,
             "block": s.ledger_block,
             "validation_code": s.validation_code or None,
             "receipt": reverse("lease-receipt", args=[s.lease_id]),
             "readings": reverse("lease-readings", args=[s.lease_id]) + f"?seq={s.seq}",
+            # the quotes that attested the line's readings (RecordAttestation ids)
+            "telemetry_quotes": sorted(
+                {quotes.get((b["gpu"], b["digest"]), "") for b in s.telemetry_batches} - {""}
+            ),
         },
     }
 
@@ -87,7 +96,8 @@ def line(s: Settlement) -> dict[str, Any]:
 def bill(lines: QuerySet, month: str | None = None) -> dict[str, Any]:
     """The lines (in lease and interval order) and their sum."""
     chosen = in_month(lines, month).select_related("lease").order_by("end_ms", "lease", "seq")
-    items = [line(s) for s in chosen]
+    quotes = attesting_quotes(chosen)
+    items = [line(s, quotes) for s in chosen]
     return {
         "month": month,
         "count": len(items),
@@ -96,11 +106,23 @@ def bill(lines: QuerySet, month: str | None = None) -> dict[str, Any]:
     }
 
 
+def attesting_quotes(lines: QuerySet) -> dict[tuple[str, str], str]:
+    """(gpu, batch digest) -> the ledger id of the valid quote that attested it, for every
+    batch the lines cite, in one query."""
+    digests = sorted({b["digest"] for s in lines for b in s.telemetry_batches})
+    out = {}
+    for first in range(0, len(digests), QUERY_CHUNK):
+        batches = TelemetryBatch.objects.filter(
+            digest__in=digests[first : first + QUERY_CHUNK], attestation__valid=True
+        ).values_list("gpu__uuid", "digest", "attestation__ledger_tx")
+        out.update({(gpu, digest): tx for gpu, digest, tx in batches})
+    return out
+
+
 def readings_csv(s: Settlement) -> str:
-    """The readings behind a line, as the canonical rows its telemetry digest covers."""
-    gpus = GPU.objects.filter(uuid__in=s.gpus)
-    samples = samples_between(list(gpus), s.start_ms, s.end_ms)
-    return "".join(row_text(sample.canonical()) + "\n" for sample in samples)
+    """The readings behind a line: the rows of the attested batches it cites, which re-hash
+    to its telemetry digest (docs/billing.md, "Attested telemetry")."""
+    return cited_readings(s.telemetry_batches)
 
 
 def totals_by_tenant() -> dict[str, int]:

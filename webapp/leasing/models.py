@@ -78,6 +78,9 @@ class Settlement(models.Model):
     settlement_micro = models.BigIntegerField(help_text="measured - priced energy")
     total_micro = models.BigIntegerField(help_text="capacity + measured energy")
     telemetry_digest = models.CharField(max_length=64)
+    telemetry_batches = models.JSONField(
+        default=list, help_text="[{gpu, digest, rows}]: the attested batches the line measured"
+    )
     gpus = models.JSONField(default=list, help_text="the GPU uuids the line measured")
     created = models.DateTimeField(auto_now_add=True)
     ledger_tx = models.CharField(max_length=100, blank=True)

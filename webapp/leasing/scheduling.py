@@ -19,8 +19,9 @@ from ledger.terms import DEPLOYED as RATE_CARD
 from scheduler import api as scheduler
 from scheduler.catalogue import load_catalogue
 from webapp.attestation.models import Attestation
+from webapp.attestation.telemetry import attested_batches, attested_through
 from webapp.fleet.models import GPU, Node, Site
-from webapp.fleet.telemetry import latest_by_gpu, reported_through, samples_between
+from webapp.fleet.telemetry import latest_by_gpu
 from webapp.leasing import actions, states
 from webapp.leasing.entitlements import effective_priority
 from webapp.leasing.models import Lease
@@ -249,19 +250,21 @@ def preview(**request: Any) -> dict[str, Any]:
 
 def settlement_of(
     lease: Lease, until: datetime | None = None, *, final: bool = False
-) -> scheduler.IntervalSettlement:
-    """The scheduler's settlement of the lease's open interval (from the end of its last
-    line, or the start of its terms) up to `until` (default: when it ended), measured from
-    its GPUs' stored telemetry. Stored and relayed as it is; nothing is recomputed here."""
+) -> list[scheduler.IntervalSettlement]:
+    """The scheduler's lines of the lease's open interval (from the end of its last line, or
+    the start of its terms) up to `until` (default: when it ended): one, or several when it
+    has more attested batches than one line may cite (scheduler.settle_lines); measured from
+    its GPUs' attested readings (docs/billing.md, "Attested telemetry"). Stored and relayed
+    as it is; nothing is recomputed here."""
     last = lease.settlements.order_by("-seq").first()
     start_ms = last.end_ms if last else lease.terms["start_ms"]
     end_ms = max(start_ms, int((until or lease.ended).timestamp() * 1000))
     gpus = list(lease.gpus.all())
-    return scheduler.settle(
+    return scheduler.settle_lines(
         str(lease.ledger_id),
         lease.settlements.count(),
         lease.terms,
-        samples_between(gpus, start_ms, end_ms),
+        attested_batches(gpus, start_ms, end_ms),
         start_ms,
         end_ms,
         final=final,
@@ -286,7 +289,7 @@ def settle_closed(*, actor: str) -> int:
                     continue  # settled meanwhile, or another worker holds it
                 if not _telemetry_in(lease):
                     continue  # a later pass settles it on all of its readings
-                actions.settle_lease(lease, [settlement_of(lease, final=True)], actor=actor)
+                actions.settle_lease(lease, settlement_of(lease, final=True), actor=actor)
             done += 1
         except Exception:
             log.exception("could not settle lease %s", lease_id)
@@ -294,22 +297,22 @@ def settle_closed(*, actor: str) -> int:
 
 
 def _telemetry_in(lease: Lease) -> bool:
-    """Whether the readings of the lease's GPUs up to its end have all been stored, so its
-    line is measured (and its readings served, webapp.leasing.bills) on the same samples;
-    after TELEMETRY_SETTLE_WAIT_S it is settled on what arrived (a GPU whose telemetry
-    stopped, on a failed node, would keep it from ever being billed)."""
+    """Whether quotes have bound the readings of the lease's GPUs up to its end, so its final
+    line measures all of them (docs/billing.md, "Attested telemetry"); after
+    TELEMETRY_SETTLE_WAIT_S it is settled on what was attested (a GPU whose node stopped
+    quoting would keep it from ever being billed)."""
     assert lease.ended is not None
     waited = timezone.now() - lease.ended >= timedelta(seconds=settings.TELEMETRY_SETTLE_WAIT_S)
     end_ms = int(lease.ended.timestamp() * 1000)
-    return waited or reported_through(list(lease.gpus.all()), end_ms)
+    return waited or attested_through(list(lease.gpus.all()), end_ms)
 
 
 def _await_telemetry(gpus: list[GPU], t_ms: int) -> None:
     """Wait (at most MIGRATE_TELEMETRY_WAIT_S, and never longer than TELEMETRY_SETTLE_WAIT_S)
-    for the batch of telemetry that holds `t_ms` on every one of `gpus`: the interval settled
+    for an attested batch that holds `t_ms` on every one of `gpus`: the interval settled
     before a move is then measured on all of its readings, as a final line is."""
     deadline = time.monotonic() + min(settings.TELEMETRY_SETTLE_WAIT_S, MIGRATE_TELEMETRY_WAIT_S)
-    while not reported_through(gpus, t_ms) and time.monotonic() < deadline:
+    while not attested_through(gpus, t_ms) and time.monotonic() < deadline:
         time.sleep(TELEMETRY_POLL_S)
 
 

@@ -105,6 +105,23 @@ def challenge_requested(node) -> OutboxEntry:
     return enqueue(prefix + uuid.uuid4().hex, "IssueChallenge", {"node_id": node.name})
 
 
+def attestation_answered(attestation, telemetry: dict[str, str]) -> OutboxEntry:
+    """A quote for the ledger to re-verify (RecordAttestation), with the digests of the
+    readings it binds ({gpu: batch digest}; docs/billing.md, "Attested telemetry")."""
+    args: dict[str, Any] = {
+        "node_id": attestation.node.name,
+        "nonce": attestation.nonce,
+        "quote": base64.b64encode(bytes(attestation.quote)).decode(),
+        "signature": base64.b64encode(bytes(attestation.signature)).decode(),
+        "pcr_values": attestation.pcr_values,
+    }
+    if telemetry:
+        args["telemetry"] = telemetry
+    return enqueue(
+        f"attestation:{attestation.node.name}:{attestation.nonce}", "RecordAttestation", args
+    )
+
+
 def lease_created(lease, attestation_pks: list[int]) -> OutboxEntry:
     return enqueue(
         f"lease:{lease.ledger_id}:create",
@@ -150,6 +167,7 @@ def settlement_made(settlement) -> OutboxEntry:
             "final": settlement.final,
             "measured_mj": settlement.measured_energy_mj,
             "telemetry_digest": settlement.telemetry_digest,
+            "telemetry_batches": settlement.telemetry_batches,
             **{name: getattr(settlement, name) for name in SETTLEMENT_FIGURES},
         },
     )

@@ -9,6 +9,7 @@ import re
 from rest_framework import serializers
 
 from attest.inventory import MAX_FIELD_CHARS
+from webapp.attestation.telemetry import MAX_TELEMETRY_CHARS
 
 MAX_PUBLIC_BYTES = 1024  # a TPM2B_PUBLIC for RSA-2048 is ~ 300 bytes
 MAX_CERT_BYTES = 4096
@@ -50,6 +51,14 @@ class PcrEvidenceSerializer(serializers.Serializer):
     pcr_values = serializers.DictField(
         child=serializers.DictField(child=serializers.RegexField(HEX_DIGEST)),
         allow_empty=False,
+    )
+    # the readings since the node's previous quote, canonical CSV rows (ledger.readings);
+    # the quote binds their digests (docs/billing.md, "Attested telemetry")
+    telemetry = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=MAX_TELEMETRY_CHARS,
     )
 
     def validate_pcr_values(self, banks):

@@ -124,6 +124,7 @@ class QuoteView(AgentView):
             signature=data["signature"],
             pcr_values=data["pcr_values"],
             actor=actor,
+            telemetry=data.get("telemetry", ""),
         )
         return Response(
             {
