@@ -31,7 +31,7 @@ A, B = "GPU-ta", "GPU-tb"  # GPU-ta on node n1, GPU-tb on node n2
 
 
 @pytest.fixture
-def fleet(ledger_env: LedgerEnv, node_tpm) -> tuple:
+def fleet(ledger_env: LedgerEnv, node_tpm, boot_policy) -> tuple:
     """Nodes n1 (GPU-ta) and n2 (GPU-tb), n1 attested without readings, and lease L on
     GPU-ta that started 2 h ago: (client, the lease's terms, its start)."""
     client = ledger_env.clients[ORG1]

@@ -150,7 +150,9 @@ def rate_card_document(**rates: int) -> dict:
     return {"rate_card": card, "catalogue": catalogue}
 
 
-def test_leases_are_priced_by_the_rate_card_both_organisations_approved(ledger_env, node_tpm):
+def test_leases_are_priced_by_the_rate_card_both_organisations_approved(
+    ledger_env, node_tpm, boot_policy
+):
     org1, org2 = admin(ledger_env, ORG1), admin(ledger_env, ORG2)
     client = ledger_env.clients[ORG1]
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100)])

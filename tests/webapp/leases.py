@@ -7,10 +7,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-from scheduler.telemetry.sample import TelemetrySample
-from tests.webapp.helpers import line, place
+from tests.webapp.helpers import drawn, line, place
 from webapp.fleet.models import GPU
-from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions
 from webapp.leasing.models import Lease
 from webapp.leasing.scheduling import settle_closed
@@ -43,16 +41,13 @@ def settled(lease: Lease, watts: int = 300) -> Lease:
     return actions.settle_lease(lease, [line(lease, watts=watts)], actor=ACTOR)
 
 
-def settled_from_readings(lease: Lease, watts: int = 300) -> Lease:
-    """End an active lease and settle it as the lease worker does, from its GPUs' stored
-    readings (two energy counter readings per GPU, 2 ms apart, drawing `watts`): the
-    readings served for its line hash to the line's telemetry digest."""
+def settled_from_readings(lease: Lease, node_agent: Any, watts: int = 300) -> Lease:
+    """End an active lease and settle it as the lease worker does, from its GPUs' attested
+    readings: `node_agent` (tests/webapp/conftest.py) sends two counter readings per GPU, 2 ms
+    apart, drawing `watts`, with a quote that binds them; the readings served for its line
+    hash to the line's telemetry digest."""
     start = lease.terms["start_ms"]
-    record_samples(
-        TelemetrySample(uuid, start + dt, 10**6 + dt * watts, watts * 1000, 90, 50, 60)
-        for uuid in lease.terms["attributed_power_mw"]
-        for dt in (1, 3)
-    )
+    assert node_agent.attest(drawn(list(lease.gpus.all()), start + 1, start + 3, watts))["valid"]
     actions.end_lease(lease, actor=ACTOR)
     assert settle_closed(actor=ACTOR) >= 1
     return Lease.objects.get(pk=lease.pk)

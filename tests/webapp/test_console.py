@@ -280,12 +280,12 @@ def verdicts(html: str) -> list[str]:
 
 
 def test_bill_lines_show_the_verdict_of_the_auditor_run_on_this_server(
-    owner_login, fleet, attested_node, ledger
+    owner_login, fleet, attested_node, ledger, node_agent
 ):
     """The verdict is ledger.audit_bill's on the receipt and readings the tenant downloads:
     a line the database no longer agrees with the ledger on fails, naming the figure."""
     placed = leases.placed(owner_login.membership.tenant, fleet.gpus[:2], [attested_node])
-    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR))
+    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR), node_agent)
     page = owner_login.client.get("/console/bills/").content.decode()
     assert verdicts(page) == ["pending"]  # not on the ledger yet: nothing to re-derive
     relay_once(ledger)
@@ -306,12 +306,12 @@ def test_bill_lines_show_the_verdict_of_the_auditor_run_on_this_server(
 
 
 def test_the_files_of_the_audit_download_as_the_api_serves_them(
-    owner_login, fleet, attested_node, ledger, settings, tmp_path
+    owner_login, fleet, attested_node, node_agent, ledger, settings, tmp_path
 ):
     """BILL.json, the receipt and the line's readings from the console: the command shown
     on the bills page holds on them."""
     placed = leases.placed(owner_login.membership.tenant, fleet.gpus[:2], [attested_node])
-    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR))
+    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR), node_agent)
     relay_once(ledger)
     client, line = owner_login.client, lease.settlements.get()
     month = bills.month_of(line.end_ms)

@@ -138,14 +138,14 @@ def test_tenant_receipt_from_fabric_verifies_against_the_channel_roots(
 
 
 def test_a_tenants_bill_from_fabric_audits_and_fails_on_any_edit(
-    fleet, owner, outsider, attested_node, ledger, fabric_network, tmp_path, settings
+    fleet, owner, outsider, attested_node, node_agent, ledger, fabric_network, tmp_path, settings
 ):
     """Issue 11's end to end on the real network: a lease runs on two GPUs drawing 300 W,
     ends and is settled from its stored readings; the tenant's bill, receipt and readings
     come through the API and `audit-bill` holds with the channel's roots, then fails on the
     line an edit touches."""
     placed = leases.placed(owner.tenant, fleet.gpus[:2], [attested_node])
-    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR))
+    lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR), node_agent)
     relay_all(ledger)
 
     evidence = fetch_evidence(owner.client, tmp_path)

@@ -3,13 +3,13 @@ the relay's reaction starts a lease when the ledger commits its contract."""
 
 from __future__ import annotations
 
-import functools
 from datetime import timedelta
 from io import StringIO
 
 from django.core.management import call_command
 from django.utils import timezone
 
+from ledger.readings import row_text
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.webapp import leases
 from webapp.core.models import AuditEvent
@@ -86,24 +86,33 @@ def test_lease_worker_command_runs_one_pass(owner, attested_node, ledger):
     assert state_of(lease_id) == states.PLACED
 
 
-def test_an_ended_lease_is_settled_once_its_telemetry_has_passed_its_end(owner, fleet, settings):
-    """Telemetry arrives in batches: a line settled before the last batch would be measured
-    on fewer readings than the tenant is later served for it (its audit would fail)."""
+def test_an_ended_lease_is_settled_once_quotes_attested_its_telemetry_past_its_end(
+    owner, fleet, node_agent, settings
+):
+    """Readings arrive with quotes: a line settled before the quote that binds the last of
+    them would leave them unbilled (only attested readings are billed)."""
     settings.TELEMETRY_SETTLE_WAIT_S = 60
     gpus = fleet.gpus[:2]
-    lease = leases.active(owner.tenant, gpus)
-    lease = leases.ended(lease)
+    lease = leases.ended(leases.active(owner.tenant, gpus))
     end_ms = int(lease.ended.timestamp() * 1000)
-    reading = functools.partial(
-        Sample, energy_mj=10**6, power_mw=300_000, util_gpu_pct=90, util_mem_pct=50, temp_c=60
-    )
-    record_samples([reading(g.uuid, end_ms - 1) for g in gpus])
-    assert settle_closed(actor="worker") == 0  # the batch holding its end is still in flight
-    record_samples([reading(gpus[0].uuid, end_ms)])
-    assert settle_closed(actor="worker") == 0  # one GPU's telemetry has not passed the end
-    record_samples([reading(gpus[1].uuid, end_ms + 1)])
+    start_ms = lease.terms["start_ms"]
+
+    def attest(rows) -> None:
+        assert node_agent.attest("".join(row_text(r.canonical()) + "\n" for r in rows))["valid"]
+
+    def reading(gpu, t_ms: int) -> Sample:
+        return Sample(gpu.uuid, t_ms, 10**6 + (t_ms - start_ms) * 300, 300_000, 90, 50, 60)
+
+    attest([reading(g, end_ms - 1) for g in gpus])
+    assert settle_closed(actor="worker") == 0  # the quote holding its end is still to come
+    attest([reading(gpus[0], end_ms)])
+    assert settle_closed(actor="worker") == 0  # one GPU's readings are not attested past it
+    record_samples([reading(gpus[1], end_ms + 1)])  # stored, but no quote bound it
+    assert settle_closed(actor="worker") == 0
+    attest([reading(gpus[1], end_ms + 2)])
     assert settle_closed(actor="worker") == 1
-    assert Lease.objects.get(pk=lease.pk).settlements.get().measured_energy_mj == 0
+    # inside the lease: GPU 0's readings at end-1 and end (1 ms at 300 W), GPU 1's one reading
+    assert Lease.objects.get(pk=lease.pk).settlements.get().measured_energy_mj == 300
 
 
 def test_a_lease_whose_telemetry_stopped_is_settled_after_the_wait(owner, fleet, settings):

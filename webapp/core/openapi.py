@@ -4,7 +4,7 @@ Every error has the API's one shape (webapp/core/api/errors.py): `{"detail": "..
 "...", "fields": {...}}`, `fields` only for input that failed validation. Which errors an
 operation can return follows from the view: authenticated
 views can answer 401, writes 403 (a read-only key), paths with an id 404, requests with a
-body or query parameters 400, throttled views 429.
+body or query parameters 400, a body over DATA_UPLOAD_MAX_MEMORY_SIZE 413, throttled views 429.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ ERROR_DESCRIPTIONS = {
     401: "no API key, or an invalid, revoked or expired one",
     403: "the key may not do this (read-only key for a write)",
     404: "no such object for this tenant",
+    413: "the request body is over the size limit (REQUEST_BODY_MAX_BYTES, default 1 MiB)",
     429: "too many requests: retry after the Retry-After header's seconds",
 }
 
@@ -60,6 +61,7 @@ class ErrorsAutoSchema(AutoSchema):
             codes[401] = ERROR
         if self.method in UNSAFE_METHODS:
             codes[400] = ERROR
+            codes[413] = ERROR  # the body parser's limit (webapp.core.api.parsers)
             if HasTenantScope in getattr(view, "permission_classes", ()):
                 codes[403] = ERROR
         if "{" in self.path:
