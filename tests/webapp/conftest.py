@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from attest.agent.http import AgentApi, attest_once, enrol
 from attest.agent.tpm import AK_ECC, Agent, AkKey
 from attest.swtpm import LocalCA, start_node_tpm
-from webapp.attestation import service
+from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import Attestation
 from webapp.core.demo_agents import simulated_inventory
 from webapp.core.demo_governance import admin_clients, approve_fleet_policies
@@ -151,7 +151,7 @@ def api(fleet, live_server, trusted_ca, agent, challenge_relay, ledger_admins):
     on the ledger by both organisations' admins with the swtpm's EK CA."""
     set_golden_values(fleet.node, agent)
     approve_fleet_policies(ledger_admins, fleet.node.pcr_policy)
-    token = service.issue_node_credential(fleet.node, actor="test")
+    token = attestation_actions.issue_node_credential(fleet.node, actor="test")
     return AgentApi(live_server.url, token)
 
 
@@ -164,7 +164,7 @@ def ledger_admins(ledger):
 
 def enrol_node(agent: Agent, api: AgentApi, alg: str = AK_ECC) -> AkKey:
     """The agent enrols, reporting the GPUs its node has in the fleet (as NVML would)."""
-    node = service.node_for_token(api.token)
+    node = attestation_actions.node_for_token(api.token)
     assert node is not None, "the agent API's token names no node"
     return enrol(agent, api, alg, simulated_inventory(node))
 

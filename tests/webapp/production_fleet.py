@@ -17,7 +17,7 @@ import django
 
 def main(golden: dict) -> dict[str, str]:
     django.setup()
-    from webapp.attestation.service import issue_node_credential
+    from webapp.attestation.actions import issue_node_credential
     from webapp.core.demo_agents import simulated_inventory
     from webapp.core.demo_governance import admin_clients, approve_fleet_policies
     from webapp.core.seed import SITES, gpu_uuid

@@ -11,7 +11,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from webapp.attestation.service import node_for_token
+from webapp.attestation.actions import node_for_token
 from webapp.core.models import AuditEvent
 from webapp.fleet.models import Node
 from webapp.outbox import records

@@ -23,7 +23,7 @@ from attest.inventory import inventory_digest
 from attest.swtpm import LocalCA, start_node_tpm
 from ledger import readings
 from tests.webapp.conftest import enrol_node, set_golden_values
-from webapp.attestation import service
+from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.core.demo_agents import simulated_inventory
 from webapp.core.models import AuditEvent
@@ -254,7 +254,7 @@ def test_tenant_keys_cannot_use_the_agent_api(owner):
 
 def test_revoked_ak_must_enrol_again(fleet, agent, api):
     ak = enrol_node(agent, api)
-    service.revoke_ak(Node.objects.get(pk=fleet.node.pk), actor="operator")
+    attestation_actions.revoke_ak(Node.objects.get(pk=fleet.node.pk), actor="operator")
     with pytest.raises(AgentApiError) as refused:
         attest_once(agent, api, ak)
     assert refused.value.body["reasons"][0]["code"] == "not_enrolled"
@@ -269,7 +269,7 @@ def test_nodes_without_a_fresh_good_quote_go_stale(fleet):
         seconds=node.pcr_policy.effective_max_age_s() + 1
     )
     node.save()
-    assert service.mark_stale() == 1
+    assert attestation_actions.mark_stale() == 1
     assert Node.objects.get(pk=node.pk).trust == Node.STALE
 
 
@@ -327,10 +327,10 @@ def test_a_policy_without_an_age_of_its_own_uses_attestation_max_age_s(fleet, se
     node = Node.objects.get(pk=fleet.node.pk)
     node.last_good_attestation = timezone.now() - timedelta(seconds=50)
     node.save()
-    assert service.mark_stale() == 0
+    assert attestation_actions.mark_stale() == 0
     node.last_good_attestation = timezone.now() - timedelta(seconds=61)
     node.save()
-    assert service.mark_stale() == 1
+    assert attestation_actions.mark_stale() == 1
 
 
 def test_the_agent_quotes_as_often_as_attestation_interval_s_says(

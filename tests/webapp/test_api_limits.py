@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from rest_framework.test import APIClient
 
-from webapp.attestation import service
+from webapp.attestation import actions as attestation_actions
 from webapp.leasing.models import Lease
 from webapp.tenancy.models import ApiKey, Tenant
 
@@ -70,9 +70,8 @@ def test_guessing_keys_ends_in_429_even_for_a_good_key(owner, rates):
 def test_a_nodes_attestation_traffic_is_capped(fleet, rates):
     rates(node="3/min")
     agent = APIClient()
-    agent.credentials(
-        HTTP_AUTHORIZATION=f"Bearer {service.issue_node_credential(fleet.node, actor='t')}"
-    )
+    token = attestation_actions.issue_node_credential(fleet.node, actor="t")
+    agent.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     for _ in range(3):  # a node not yet enrolled: refused, but each call counts
         assert agent.post("/api/agent/challenge/").status_code == 400
     assert_throttled(agent.post("/api/agent/challenge/"))

@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.webapp import leases
-from webapp.attestation import service
+from webapp.attestation import actions as attestation_actions
 
 MAX_EXAMPLES = 100
 SCHEMA_PATH = "/api/v1/schema/"
@@ -46,7 +46,7 @@ def api_schema(db, settings):
 
 @pytest.fixture
 def node_token(fleet) -> str:
-    return service.issue_node_credential(fleet.node, actor="test")
+    return attestation_actions.issue_node_credential(fleet.node, actor="test")
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")

@@ -16,7 +16,7 @@ from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.helpers import org_roots
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
 from tests.webapp.conftest import NodeAgent, enrol_node, set_golden_values
-from webapp.attestation import service
+from webapp.attestation import actions as attestation_actions
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.models import GPU, Generation, Node
 from webapp.leasing import actions, states
@@ -45,7 +45,7 @@ def h100_agent(fleet, h100_tpm, live_server, api, ledger):
     h100 = Generation.objects.get(catalogue_id="H100-SXM5-80GB")
     for i in range(4):
         GPU.objects.create(uuid=gpu_uuid("node-2", i), node=node, index=i, generation=h100)
-    token = service.issue_node_credential(node, actor=ACTOR)
+    token = attestation_actions.issue_node_credential(node, actor=ACTOR)
     with Agent(h100_tpm.tcti) as agent:
         node_api = AgentApi(live_server.url, token)
         node_agent = NodeAgent(agent, node_api, enrol_node(agent, node_api))

@@ -75,7 +75,7 @@ import json, os, sys
 import django
 django.setup()
 from decimal import Decimal
-from webapp.attestation import service
+from webapp.attestation import actions as attestation_actions
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
@@ -93,7 +93,7 @@ with admin_clients() as admins:
     approve_fleet_policies(admins, policy)
 close_ledger_client()
 print(json.dumps({
-    "token": service.issue_node_credential(node, actor="test"),
+    "token": attestation_actions.issue_node_credential(node, actor="test"),
     "inventory": simulated_inventory(node),
 }))
 """

@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from chaincode_client.interface import Receipt
+from webapp.attestation.actions import challenge_issued
 from webapp.attestation.models import Attestation, TelemetryBatch
-from webapp.attestation.service import challenge_issued
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.records import ATTESTATION_REFS, sign_registration

@@ -25,7 +25,7 @@ from attest.agent.tpm import Agent
 from attest.swtpm import LocalCA, Swtpm, start_node_tpm
 from ledger.readings import row_text
 from scheduler.telemetry.sample import CSV_FIELDS
-from webapp.attestation import service
+from webapp.attestation import actions as attestation_actions
 from webapp.fleet.models import Node, PcrPolicy, TelemetrySample
 
 log = logging.getLogger("wattlease.demo.agents")
@@ -82,7 +82,7 @@ class DemoAgents:
     def launch(self, nodes: list[Node]) -> None:
         """One agent thread per node: enrol, then attest on a schedule."""
         for index, node in enumerate(nodes):
-            token = service.issue_node_credential(node, actor="demo")
+            token = attestation_actions.issue_node_credential(node, actor="demo")
             tamper = index == len(nodes) + TAMPERED_NODE_INDEX
             thread = threading.Thread(
                 target=self._agent,

@@ -22,7 +22,7 @@ from django.db import close_old_connections
 
 from scheduler import api as scheduler
 from scheduler.telemetry.synthetic import SyntheticGpu, occupancy_trace
-from webapp.attestation.service import mark_stale
+from webapp.attestation.actions import mark_stale
 from webapp.core.demo_agents import signals_to_main_thread
 from webapp.fleet.models import GPU
 from webapp.fleet.telemetry import record_samples

@@ -57,7 +57,7 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Issue a node agent credential (shown once)")
     def issue_credential(self, request, queryset):
-        from webapp.attestation.service import issue_node_credential
+        from webapp.attestation.actions import issue_node_credential
 
         issued = [
             (
@@ -70,7 +70,7 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the AK (the agent must enrol again)")
     def revoke_ak(self, request, queryset):
-        from webapp.attestation.service import revoke_ak
+        from webapp.attestation.actions import revoke_ak
 
         for node in queryset:
             revoke_ak(node, actor=str(request.user))

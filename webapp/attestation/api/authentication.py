@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
-from webapp.attestation.service import node_for_token
+from webapp.attestation.actions import node_for_token
 from webapp.core.api.throttling import NODE_SCOPE, AuthFailureBudget
 from webapp.fleet.models import Node
 

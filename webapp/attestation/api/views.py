@@ -1,5 +1,5 @@
 """The node agent's API: enrol (EK + AK, credential activation), fetch a challenge, answer
-it with a quote. Thin: the decisions are in webapp.attestation.service."""
+it with a quote. Thin: the decisions are in webapp.attestation.actions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.attestation import service
+from webapp.attestation import actions
 from webapp.attestation.api import serializers as s
 from webapp.attestation.api.authentication import IsNodeAgent, NodeCredentialAuthentication
 
@@ -24,7 +24,7 @@ def b64(data: bytes) -> str:
 
 def selection_of(node) -> str:
     """The node's policy PCRs in tpm2-tools' syntax (sha256:0,2,7)."""
-    selection = service.policy_of(node).selection
+    selection = actions.policy_of(node).selection
     return "+".join(
         f"{bank}:{','.join(map(str, sorted(pcrs)))}" for bank, pcrs in selection.items()
     )
@@ -43,7 +43,7 @@ class AgentView(APIView):
             return self.act(
                 request.user.node, form.validated_data if form else {}, actor=str(request.user)
             )
-        except service.EnrolmentRefused as refused:
+        except actions.EnrolmentRefused as refused:
             # the API's one error format, with the verifier's structured reasons beside it
             return Response(
                 {"detail": str(refused), "code": "attestation.refused", "reasons": refused.reasons},
@@ -56,7 +56,7 @@ class EnrolView(AgentView):
     serializer_class = s.EnrolSerializer
 
     def act(self, node, data, actor):
-        challenge = service.start_enrolment(
+        challenge = actions.start_enrolment(
             node,
             ek_public=data["ek_public"],
             ek_certificate=data.get("ek_certificate"),
@@ -81,13 +81,13 @@ class ActivateView(AgentView):
 
     def act(self, node, data, actor):
         evidence = data["enrolment_quote"]
-        reported = service.InventoryQuote(
+        reported = actions.InventoryQuote(
             inventory=[dict(gpu) for gpu in data["inventory"]],
             quote=evidence["quote"],
             signature=evidence["signature"],
             pcr_values=evidence["pcr_values"],
         )
-        node = service.finish_enrolment(
+        node = actions.finish_enrolment(
             node, answer=data["answer"], enrolment_quote=reported, actor=actor
         )
         return Response({"node": node.name, "ak_name": node.ak_name, "status": node.status})
@@ -96,7 +96,7 @@ class ActivateView(AgentView):
 @extend_schema(request=None, responses=dict)
 class ChallengeView(AgentView):
     def act(self, node, data, actor):
-        nonce = service.issue_challenge(node)
+        nonce = actions.issue_challenge(node)
         if nonce is None:  # the ledger is issuing one: ask again shortly
             return Response(
                 {"pending": True, "retry_after_s": CHALLENGE_RETRY_AFTER_S},
@@ -117,7 +117,7 @@ class QuoteView(AgentView):
     serializer_class = s.QuoteSerializer
 
     def act(self, node, data, actor):
-        attestation = service.record_quote(
+        attestation = actions.record_quote(
             node,
             nonce=bytes.fromhex(data["nonce"]),
             quote=data["quote"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from webapp.attestation.service import mark_stale
+from webapp.attestation.actions import mark_stale
 from webapp.core.worker import WorkerCommand
 
 
