@@ -15,6 +15,12 @@ ActivateCredential proved this AK (by name) lives in the TPM of this EK. Every e
 the EK chain to an approved root, the EK's attributes, the AK's restricted-signing attributes,
 the names, the node id and the signature. Once the channel has approved EK roots, a node
 without a binding (a self-made key with no activation) is refused.
+
+With the binding comes `enrolment_quote`: the AK's quote over the node's GPU inventory (NVML
+uuid, product name, serial; attest.inventory). The registered GPUs must be the reported ones,
+and each one's generation must be one whose catalogue entry lists the name the GPU reported
+(`nvml_names`, ledger/data/catalogue-v1.json): an A100 cannot be registered as an H100
+(`[enrol.generation_mismatch]`).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ledger import attestation, governance
+from ledger import attestation, governance, terms
 from ledger import contract_args as args
 from ledger.canonical import dumps
 from ledger.contract_state import NS_PER_S, ContractError
@@ -97,6 +103,13 @@ async def check(
             )
     registrar = _check_registrar(ctx, cert, binding)
     inventory = check_inventory(req, node_id, ak_public, gpus, policy)
+    mismatched = terms.reported_generation_mismatches(await terms.rate_card(stub), gpus, inventory)
+    if mismatched:
+        raise _refuse(
+            "generation_mismatch",
+            "registered generations differ from what the node's GPUs report: "
+            + "; ".join(mismatched),
+        )
     return {
         "ek_name": ek_name,
         "registrar": registrar,

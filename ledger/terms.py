@@ -39,10 +39,14 @@ MAX_CATALOGUE_CHARS = 48 * 1024  # within a contract argument's 64 KiB with the 
 GOVERNED_CACHE_SIZE = 8
 
 
+MAX_NVML_NAMES = 16
+
+
 @dataclass(frozen=True)
 class GenerationFacts:
     board_power_w: int
     precisions: frozenset[str]
+    nvml_names: frozenset[str]  # the product names the driver reports for it
 
 
 @dataclass(frozen=True)
@@ -104,9 +108,13 @@ def _generations(catalogue: Any, where: str) -> tuple[str, dict[str, GenerationF
         at = f"{where}.generations[{i}]"
         entry = _object(entry, at)
         figures = _object(entry.get("dense_tflops"), f"{at}.dense_tflops")
+        names = entry.get("nvml_names")
+        if not isinstance(names, list) or not 1 <= len(names) <= MAX_NVML_NAMES:
+            raise ValueError(f"{at}.nvml_names: must list 1-{MAX_NVML_NAMES} names")
         generations[_text(entry, "id", at)] = GenerationFacts(
             board_power_w=_watts(entry.get("board_power_w"), f"{at}.board_power_w"),
             precisions=frozenset(figures),
+            nvml_names=frozenset(_text({"name": n}, "name", f"{at}.nvml_names") for n in names),
         )
     return _text(catalogue, "version", where), generations
 
@@ -163,6 +171,28 @@ def rate_card_of(card: Any, catalogue: Any, where: str) -> RateCard:
         sites=_sites(card.get("sites"), f"{where}.sites"),
         generations=generations,
     )
+
+
+def reported_generation_mismatches(
+    card: RateCard, gpus: list[dict[str, str]], inventory: list[dict[str, str]]
+) -> list[str]:
+    """Each registered GPU ({uuid, generation}) whose generation is not what the node
+    reported for it ({uuid, name, ...}: the NVML product name, under the enrolment quote):
+    the catalogue lists the names the driver reports for each generation."""
+    reported = {g["uuid"]: g["name"] for g in inventory}
+    problems = []
+    for gpu in gpus:
+        facts = card.generations.get(gpu["generation"])
+        name = reported.get(gpu["uuid"])
+        if facts is None:
+            problems.append(f"{gpu['uuid']}: generation {gpu['generation']!r} is not in the "
+                            f"catalogue {card.catalogue_version}")  # fmt: skip
+        elif name not in facts.nvml_names:
+            problems.append(
+                f"{gpu['uuid']}: the node reported {name!r}, which is not a "
+                f"{gpu['generation']} (the driver names it {sorted(facts.nvml_names)})"
+            )
+    return problems
 
 
 def load_rate_card(path: Path = RATE_CARD_PATH) -> RateCard:

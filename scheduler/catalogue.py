@@ -45,6 +45,7 @@ class Generation:
     dense_tflops: dict[str, Decimal]
     sparse_tflops: dict[str, Decimal] = field(default_factory=dict)
     source: str = ""
+    nvml_names: tuple[str, ...] = ()  # what the driver reports (nvmlDeviceGetName)
 
     def supports(self, precision: str) -> bool:
         return precision in self.dense_tflops
@@ -150,7 +151,18 @@ def _generation(entry: Any, index: int) -> Generation:
         dense_tflops=dense,
         sparse_tflops=sparse,
         source=_text(entry, "source", where),
+        nvml_names=_names(entry.get("nvml_names"), f"{where}.nvml_names"),
     )
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(n, str) and n.strip() for n in value)
+    ):
+        raise CatalogueError(f"{where}: must list the names NVML reports, non-empty strings")
+    return tuple(value)
 
 
 def parse_catalogue(data: Any) -> Catalogue:

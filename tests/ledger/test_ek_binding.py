@@ -15,8 +15,16 @@ from attest.enrol import finish_enrolment, start_enrolment
 from attest.inventory import inventory_digest
 from chaincode_client.interface import EndorsementError
 from ledger.ek_binding import ak_certificate, sign_ak_certificate
+from ledger.terms import DEPLOYED
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv, NodeTpm
-from tests.ledger.helpers import H100, attest, lease_request, register_node, software_ak_b64
+from tests.ledger.helpers import (
+    A100,
+    H100,
+    attest,
+    lease_request,
+    register_node,
+    software_ak_b64,
+)
 from tests.ledger.test_governance import _ca_pem, admin, approve, propose
 
 
@@ -48,7 +56,7 @@ def enrolment(
     assert finish_enrolment(challenge, answer).ok
     cert = ak_certificate(node_id, challenge.ak_name, challenge.ek_name, time.time_ns())
     inventory = [
-        {"uuid": uuid, "name": f"NVIDIA {generation}", "serial": f"132{i:07d}"}
+        {"uuid": uuid, "name": nvml_name(generation), "serial": f"132{i:07d}"}
         for i, (uuid, generation) in enumerate(gpus)
     ]
     evidence = agent.quote(ak, inventory_digest(node_id, inventory), "sha256:0,2,7")
@@ -139,14 +147,29 @@ def test_without_approved_ek_roots_a_binding_cannot_be_checked(ledger_env, node_
     assert node["ek_binding"] is None
 
 
+def nvml_name(generation: str) -> str:
+    """The product name the driver reports for a GPU of `generation` (the catalogue's)."""
+    return sorted(DEPLOYED.generations[generation].nvml_names)[0]
+
+
 def test_gpus_the_node_did_not_report_are_refused(ledger_env, node_tpm, boot_policy):
     """An A100 node registered as H100, or with a GPU it does not have: the inventory the AK
     signed is not what the registration claims."""
     approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
     client = ledger_env.clients[ORG1]
-    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", "A100-SXM")])
+    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", A100)])
+    # the node's own, honestly quoted inventory says A100: registering it as H100 is refused
+    with pytest.raises(
+        EndorsementError,
+        match=r"\[enrol\.generation_mismatch\] .*GPU-a: the node reported 'NVIDIA A100-SXM4-80GB', "
+        r"which is not a H100-SXM5-80GB",
+    ):
+        register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
+    with pytest.raises(EndorsementError, match=r"generation 'H100-SXM9' is not in the catalogue"):
+        register_node(client, node_tpm, "n1", 0, [("GPU-a", "H100-SXM9")], enrolment=enrolled)
+    # relabelling the inventory instead breaks the quote over it
     relabelled = json.loads(json.dumps(enrolled))
-    relabelled["enrolment_quote"]["inventory"][0]["name"] = "NVIDIA H100-SXM"
+    relabelled["enrolment_quote"]["inventory"][0]["name"] = nvml_name(H100)
     with pytest.raises(EndorsementError, match=r"\[enrol\.inventory_mismatch\] the inventory"):
         register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=relabelled)
     with pytest.raises(EndorsementError, match=r"\[enrol\.inventory_mismatch\] GPUs registered"):

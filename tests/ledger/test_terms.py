@@ -47,6 +47,7 @@ def test_reads_the_deployed_files_as_load_rate_card_does():
             "id",
             "board_power_w",
             "dense_tflops",
+            "nvml_names",
         ]
     ),
     value=json_values,

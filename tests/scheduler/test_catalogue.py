@@ -185,3 +185,22 @@ def test_parser_on_near_valid_entries_either_accepts_or_names_the_rule(entries):
             assert gen.dense_tflops and all(v > 0 for v in gen.dense_tflops.values())
             for precision, sparse in gen.sparse_tflops.items():
                 assert abs(sparse / gen.dense_tflops[precision] - 2) <= D("0.1")
+
+
+def test_each_name_the_driver_reports_belongs_to_one_generation(catalogue):
+    """RegisterNode accepts a GPU under a generation only when its reported NVML name is one
+    of that generation's: a name shared by two generations would let either be claimed."""
+    owners: dict[str, str] = {}
+    for gen in catalogue.generations.values():
+        assert gen.nvml_names, gen.id
+        for name in gen.nvml_names:
+            assert owners.setdefault(name, gen.id) == gen.id, (name, owners[name], gen.id)
+    assert catalogue.get("H100-SXM5-80GB").nvml_names == ("NVIDIA H100 80GB HBM3",)
+
+
+@pytest.mark.parametrize("names", [None, [], [""], ["NVIDIA L4", 4], "NVIDIA L4"])
+def test_a_generation_without_the_names_the_driver_reports_is_refused(names):
+    raw = raw_catalogue()
+    raw["generations"][0]["nvml_names"] = names
+    with pytest.raises(CatalogueError, match=r"nvml_names: must list the names NVML reports"):
+        parse_catalogue(raw)

@@ -141,6 +141,21 @@ def test_gpus_the_node_does_not_have_are_refused_at_enrolment(fleet, agent, api)
     assert not OutboxEntry.objects.filter(function="RegisterNode").exists()
 
 
+def test_gpus_of_another_generation_than_the_fleet_says_are_refused_at_enrolment(fleet, agent, api):
+    """The node's GPUs report themselves (NVML names, under its enrolment quote) as H100s
+    while the operator recorded A100s: refused before anything goes to the ledger, whose
+    endorsers would refuse it as [enrol.generation_mismatch]."""
+    assert {g.generation.catalogue_id for g in fleet.gpus} == {"A100-SXM4-80GB"}
+    reported = [{**g, "name": "NVIDIA H100 80GB HBM3"} for g in simulated_inventory(fleet.node)]
+    with pytest.raises(AgentApiError) as refused:
+        enrol(agent, api, AK_ECC, reported)
+    [reason] = refused.value.body["reasons"]
+    assert reason["code"] == "generation_mismatch"
+    assert "reported 'NVIDIA H100 80GB HBM3', which is not a A100-SXM4-80GB" in reason["detail"]
+    assert not Node.objects.get(pk=fleet.node.pk).ak_public
+    assert not OutboxEntry.objects.filter(function="RegisterNode").exists()
+
+
 def test_an_enrolment_quote_over_another_inventory_is_refused(fleet, agent, api):
     """The quote's qualifying data must be the digest of the inventory sent beside it."""
     request = agent.enrol(AK_ECC)

@@ -27,6 +27,8 @@ from attest.policy import PcrPolicy
 from attest.verdict import SEVERITY_ERROR, ClockInfo
 from attest.verifier import verify_quote
 from ledger.readings import qualifying_data
+from ledger.terms import DEPLOYED as RATE_CARD
+from ledger.terms import reported_generation_mismatches
 from webapp.attestation import telemetry as node_telemetry
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
@@ -186,6 +188,13 @@ def _inventory_refusals(node: Node, ak_public: bytes, reported: InventoryQuote) 
         digest = inventory_digest(node.name, reported.inventory)
     except ValueError as exc:
         return [{"code": "inventory_malformed", "detail": str(exc)}]
+    registered_gpus = [
+        {"uuid": uuid, "generation": generation}
+        for uuid, generation in node.gpus.values_list("uuid", "generation__catalogue_id")
+    ]
+    mismatched = reported_generation_mismatches(RATE_CARD, registered_gpus, reported.inventory)
+    if mismatched:
+        return [{"code": "generation_mismatch", "detail": "; ".join(mismatched)}]
     verdict = verify_quote(
         ak_public=ak_public,
         quote=reported.quote,

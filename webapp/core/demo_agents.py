@@ -24,6 +24,7 @@ from attest.agent.http import BAD_REQUEST, AgentApi, AgentApiError, attest_once,
 from attest.agent.tpm import Agent
 from attest.swtpm import LocalCA, Swtpm, start_node_tpm
 from ledger.readings import row_text
+from scheduler.catalogue import load_catalogue
 from scheduler.telemetry.sample import CSV_FIELDS
 from webapp.attestation import actions as attestation_actions
 from webapp.fleet.models import Node, PcrPolicy, TelemetrySample
@@ -40,10 +41,11 @@ MAX_READINGS_PER_QUOTE = 10_000  # ~600 KB, under the agent API's limit; the res
 
 def simulated_inventory(node: Node) -> list[dict[str, str]]:
     """What NVML would report for the node's simulated GPUs: uuid, name and serial."""
+    catalogue = load_catalogue()
     return [
         {
             "uuid": gpu.uuid,
-            "name": f"NVIDIA {gpu.generation.catalogue_id}",
+            "name": catalogue.get(gpu.generation.catalogue_id).nvml_names[0],
             "serial": str(int(hashlib.sha256(gpu.uuid.encode()).hexdigest()[:12], 16)).zfill(15),
         }
         for gpu in node.gpus.select_related("generation").order_by("index")
