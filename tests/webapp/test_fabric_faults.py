@@ -16,6 +16,7 @@ import pytest
 
 from tests.fabric.network_fixture import start_network
 from tests.webapp.helpers import place
+from webapp.core.demo_governance import admin_clients
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.models import GPU
 from webapp.leasing import actions
@@ -59,6 +60,14 @@ def ledger(settings, network, monkeypatch):
     close_ledger_client()
     yield ledger_client()
     close_ledger_client()
+
+
+@pytest.fixture
+def ledger_admins(ledger, network):
+    """Each organisation's Admin on this module's network: they approve the fleet's
+    policies (EK roots, PCR policy) before its node enrols."""
+    with admin_clients(network) as admins:
+        yield admins
 
 
 def inject_faults(network, log: list[str]) -> None:
