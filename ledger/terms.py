@@ -213,6 +213,12 @@ def _governed(document: bytes) -> RateCard:
     return rate_card_of(approved.get("rate_card"), approved.get("catalogue"), "rate_card policy")
 
 
+def approved_rate_card(document: dict[str, Any]) -> RateCard:
+    """The rate card of an approved `rate_card` policy document ({rate_card, catalogue}), as
+    the contract reads it (for a client that fetched it with GetPolicy)."""
+    return _governed(dumps(document))
+
+
 async def rate_card(stub: Any) -> RateCard:
     """The rate card in force for this transaction: the version both organisations last
     approved (governance kind `rate_card`), else the version deployed with the contract."""

@@ -149,13 +149,15 @@ TELEMETRY_SOURCE = env_choice("TELEMETRY_SOURCE", "replay", ("replay", "nvml"))
 ATTESTATION_INTERVAL_S = env_int("ATTESTATION_INTERVAL_S", 60, minimum=1)
 ATTESTATION_MAX_AGE_S = env_int("ATTESTATION_MAX_AGE_S", 300, minimum=1)
 # The lease worker: seconds between its passes, and wall seconds in one leased hour (3600;
-# a test or a demo shortens it).
+# a test or the demo shortens it; the tenant console's progress bars read it too).
 LEASE_WORKER_INTERVAL_S = env_int("LEASE_WORKER_INTERVAL_S", 5, minimum=1)
 # How long the lease worker waits, after a lease ends, for a quote to attest every GPU's
 # readings past the end before settling it anyway on what was attested (readings come with
 # each quote, so by default: two attestation intervals).
 TELEMETRY_SETTLE_WAIT_S = env_int("TELEMETRY_SETTLE_WAIT_S", 2 * ATTESTATION_INTERVAL_S, minimum=0)
 LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
+# How often a process reads the rate card in force from the ledger (webapp/fleet/rate_card.py).
+RATE_CARD_REFRESH_S = env_int("RATE_CARD_REFRESH_S", 30, minimum=0)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -254,10 +256,6 @@ OUTBOX_BATCH = env_int("OUTBOX_BATCH", 100, minimum=1, maximum=10_000)
 # A relay that died mid-send leaves its rows "sending"; another relay takes them back after
 # this long (long enough that a live relay has surely collected their receipts).
 OUTBOX_STALE_CLAIM_S = env_int("OUTBOX_STALE_CLAIM_S", 120, minimum=1)
-
-# How long one leased hour lasts in wall time: 3600 s, except on the demo's faster clock.
-# The tenant console's progress bars read it.
-LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
 
 # -- Observability (docs/operations.md, "Observability") --
 # Log lines as JSON objects (request id, tenant, lease, ledger tx id, trace id) or as text.

@@ -229,3 +229,6 @@ class SqliteState:
 
     def history(self, key: str) -> list[tuple[str, bytes | None, int, int]]:
         return select_history(self._conn, key)
+
+    def close(self) -> None:
+        self._conn.close()

@@ -27,13 +27,13 @@ from attest.policy import PcrPolicy
 from attest.verdict import SEVERITY_ERROR, ClockInfo
 from attest.verifier import verify_quote
 from ledger.readings import qualifying_data
-from ledger.terms import DEPLOYED as RATE_CARD
 from ledger.terms import reported_generation_mismatches
 from webapp.attestation import telemetry as node_telemetry
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
 from webapp.core import tokens
 from webapp.core.events import audit, publish_on_commit
+from webapp.fleet import rate_card
 from webapp.fleet.models import Node
 from webapp.outbox.records import (
     attestation_answered,
@@ -192,7 +192,8 @@ def _inventory_refusals(node: Node, ak_public: bytes, reported: InventoryQuote) 
         {"uuid": uuid, "generation": generation}
         for uuid, generation in node.gpus.values_list("uuid", "generation__catalogue_id")
     ]
-    mismatched = reported_generation_mismatches(RATE_CARD, registered_gpus, reported.inventory)
+    card = rate_card.in_force().card
+    mismatched = reported_generation_mismatches(card, registered_gpus, reported.inventory)
     if mismatched:
         return [{"code": "generation_mismatch", "detail": "; ".join(mismatched)}]
     verdict = verify_quote(

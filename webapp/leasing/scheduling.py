@@ -15,11 +15,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.money import MS_PER_HOUR, from_micro
-from ledger.terms import DEPLOYED as RATE_CARD
+from ledger.terms import RateCard
 from scheduler import api as scheduler
-from scheduler.catalogue import load_catalogue
 from webapp.attestation.models import Attestation
 from webapp.attestation.telemetry import attested_batches, attested_through
+from webapp.fleet import rate_card
 from webapp.fleet.models import GPU, Node, Site
 from webapp.fleet.telemetry import latest_by_gpu
 from webapp.leasing import actions, states
@@ -69,12 +69,12 @@ def job_entry(
     }
 
 
-def _priced(gpu: GPU) -> bool:
-    """The operator's rate card (ledger terms) prices this GPU's site and generation."""
-    sites = {site["name"] for site in RATE_CARD.sites.values()}
+def _priced(gpu: GPU, card: RateCard) -> bool:
+    """The rate card in force (ledger terms) prices this GPU's site and generation."""
+    sites = {site["name"] for site in card.sites.values()}
     return (
         gpu.node.site.name in sites
-        and gpu.generation.catalogue_id in RATE_CARD.capacity_micro_per_gpu_hour
+        and gpu.generation.catalogue_id in card.capacity_micro_per_gpu_hour
     )
 
 
@@ -91,8 +91,9 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     latest = latest_by_gpu()
     gpus = []
     unpriced: set[str] = set()
+    card = rate_card.in_force().card
     for gpu in GPU.objects.select_related("node__site", "generation"):
-        if not _priced(gpu):  # no lease terms the ledger accepts: not leasable
+        if not _priced(gpu, card):  # no lease terms the ledger accepts: not leasable
             unpriced.add(f"{gpu.node.site.name}/{gpu.generation.catalogue_id}")
             continue
         entry: dict[str, Any] = {
@@ -154,11 +155,12 @@ def _terms(
 ) -> dict[str, Any]:
     """What a lease records from a placement: the price breakdown, the ledger terms built
     from it and the rate card (from `start` on), and the good quote of each node it runs on."""
+    rates = rate_card.in_force()
     terms = scheduler.lease_terms(
         placement.price,
-        load_catalogue(),
-        RATE_CARD,
-        site=RATE_CARD.site_code(gpus[0].node.site.name),
+        rates.catalogue,
+        rates.card,
+        site=rates.card.site_code(gpus[0].node.site.name),
         priority=effective_priority(lease),
         start_ms=int(start.timestamp() * 1000),
     )
@@ -173,7 +175,7 @@ def place_requested(*, actor: str) -> scheduler.Plan:
     """Plan the queue and apply the plan: preemptions first, then placements; every job
     left out keeps its request with the scheduler's reason."""
     data, attested = build_plan_input()
-    plan = scheduler.plan_batch(data)
+    plan = scheduler.plan_batch(data, rate_card.in_force().catalogue)
     apply_plan(plan, attested, actor=actor)
     return plan
 
@@ -230,7 +232,7 @@ def preview(**request: Any) -> dict[str, Any]:
     Nothing is written."""
     data, _ = build_plan_input()
     data["jobs"] = [job_entry(PREVIEW_JOB_ID, **request)]
-    plan = scheduler.plan_batch(data)
+    plan = scheduler.plan_batch(data, rate_card.in_force().catalogue)
     if not plan.placements:
         reason = plan.unplaced[0].reason if plan.unplaced else "no capacity"
         return {"placeable": False, "reason": reason}
@@ -338,7 +340,7 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
             single_node=lease.single_node,
         )
     ]
-    plan = scheduler.plan_batch(data)
+    plan = scheduler.plan_batch(data, rate_card.in_force().catalogue)
     if not plan.placements:
         reason = plan.unplaced[0].reason if plan.unplaced else "no capacity"
         raise actions.LeaseError(f"lease {lease.pk} cannot move to {generation}: {reason}")

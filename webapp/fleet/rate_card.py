@@ -1,0 +1,107 @@
+"""The rate card and catalogue in force, as the contract checks lease terms against them: the
+version both organisations last approved on the ledger (governance kind `rate_card`), else
+the one deployed with the contract (`ledger/data/`). The web app prices, places and builds
+lease terms with this pair, so a rate card the organisations approve applies to the next
+lease without a redeploy (before, the app kept quoting the deployed card and the contract
+refused every lease under the new one).
+
+Read from the ledger at most every RATE_CARD_REFRESH_S per process; when the ledger cannot
+be reached, the last version read stays in force (and the deployed one before any read).
+On the embedded ledger the policy's state key is read from the ledger file read-only, as a
+peer reads it (only the relay's process owns the engine); on Fabric, with GetPolicy."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+
+from chaincode_client.interface import EndorsementError, LedgerError
+from ledger.canonical import loads
+from ledger.engine.store import SqliteState
+from ledger.governance import DEFAULT_KEY, policy_key
+from ledger.terms import DEPLOYED, RATE_CARD_KIND, RateCard, approved_rate_card
+from scheduler.catalogue import Catalogue, load_catalogue, parse_catalogue
+from webapp.outbox.ledger import ledger_client
+
+log = logging.getLogger(__name__)
+NO_POLICY = "governance.no_policy"
+
+
+@dataclass(frozen=True)
+class InForce:
+    card: RateCard
+    catalogue: Catalogue
+    document: dict[str, Any] | None  # the approved policy document; None: the deployed card
+
+
+_DEPLOYED = InForce(DEPLOYED, load_catalogue(), None)
+_lock = threading.Lock()
+_current = _DEPLOYED
+_read_at = float("-inf")
+
+
+def in_force() -> InForce:
+    """The rate card and catalogue new lease terms must follow (see the module's text)."""
+    global _current, _read_at
+    with _lock:
+        if time.monotonic() - _read_at < settings.RATE_CARD_REFRESH_S:
+            return _current
+        try:
+            _current = _read_from_ledger()
+        except (LedgerError, ValueError) as exc:
+            log.warning("rate card: kept version %s, the ledger's could not be read: %s",
+                        _current.card.version, exc)  # fmt: skip
+        _read_at = time.monotonic()
+        return _current
+
+
+def forget() -> None:
+    """Read the ledger again at the next call (a test or a command that just decided one)."""
+    global _read_at
+    with _lock:
+        _read_at = float("-inf")
+
+
+def _approved_record() -> dict[str, Any] | None:
+    """The approved rate_card policy record on the ledger, or None when there is none."""
+    if settings.LEDGER_BACKEND == "embedded":
+        if not settings.LEDGER_PATH.exists():
+            return None
+        try:
+            state = SqliteState(settings.LEDGER_PATH)
+            try:
+                row = state.get(policy_key(RATE_CARD_KIND, DEFAULT_KEY))
+            finally:
+                state.close()
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot read {settings.LEDGER_PATH}: {exc}") from None
+        return None if row is None else loads(row[0])
+    query = json.dumps({"kind": RATE_CARD_KIND})
+    try:
+        return loads(ledger_client().evaluate("GetPolicy", query))
+    except EndorsementError as exc:
+        if exc.reason == NO_POLICY:
+            return None
+        raise
+
+
+def _read_from_ledger() -> InForce:
+    record = _approved_record()
+    if record is None:
+        return _DEPLOYED
+    document = record["document"]
+    if document == _current.document:
+        return _current
+    card = approved_rate_card(document)  # the contract's own loader and checks
+    catalogue = parse_catalogue(json.loads(document["catalogue"], parse_float=Decimal))
+    log.info("rate card %s (catalogue %s) approved on the ledger is in force",
+             card.version, card.catalogue_version)  # fmt: skip
+    return InForce(card, catalogue, document)
