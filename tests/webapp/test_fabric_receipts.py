@@ -2,7 +2,8 @@
 quote, a lease, its end and its settlement; the tenant fetches the lease's receipt through the
 API (the raw blocks holding those transactions, from the peer's QSCC) and it re-checks offline
 against the channel's roots, and fails, naming the defect, once tampered with or checked
-against another channel's roots."""
+against another channel's roots. Also here, as it needs the app on Fabric with both
+organisations' admins: a rate card they approve on the channel prices the app's next lease."""
 
 from __future__ import annotations
 
@@ -15,18 +16,21 @@ from decimal import Decimal
 import pytest
 
 from chaincode_client.fabric_network.roots import roots_pem
+from chaincode_client.governance import decide
 from ledger.__main__ import main as ledger_cli
 from ledger.fabric_block import parse_block, parse_endorser_tx
 from ledger.fabric_receipt import verify_fabric_receipt
+from ledger.terms import DEPLOYED
 from tests.fabric.network_fixture import new_chaincode
 from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
+from tests.ledger.test_governance import rate_card_document
 from tests.webapp import leases
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
 from tests.webapp.helpers import console_login, drawn, place
 from webapp.core.demo_governance import admin_clients
 from webapp.leasing import actions
 from webapp.leasing.models import Lease, Settlement
-from webapp.leasing.scheduling import settlement_of
+from webapp.leasing.scheduling import place_requested, settlement_of
 from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
@@ -201,3 +205,23 @@ def test_receipt_while_the_peer_is_unreachable_is_a_503(
         close_ledger_client()
     assert response.status_code == 503
     assert "unreachable" in response.json()["detail"]
+
+
+def test_a_rate_card_approved_on_the_channel_prices_the_next_lease(
+    fleet, owner, attested_node, ledger, ledger_admins
+):
+    """webapp/fleet/rate_card.py reads the approved card with GetPolicy on Fabric: the lease's
+    terms carry its rate and both organisations' peers accept them."""
+    a100 = "A100-SXM4-80GB"
+    old = DEPLOYED.capacity_micro_per_gpu_hour[a100]
+    decide(*ledger_admins[:2], "rate_card", "default", rate_card_document(**{a100: 3 * old}))
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor=ACTOR
+    )
+    place_requested(actor=ACTOR)
+    lease.refresh_from_db()
+    assert lease.terms["capacity_micro_per_gpu_hour"] == 3 * old
+    relay_all(ledger)
+    failed = OutboxEntry.objects.exclude(status=OutboxEntry.DONE).values("function", "last_error")
+    assert not failed, list(failed)
+    assert Lease.objects.get(pk=lease.pk).state == "active"
