@@ -45,8 +45,6 @@ def percentile(values: list[float], pct: float) -> float:
 
 
 def setup_fleet(gpus: int, days: float) -> list[str]:
-    from decimal import Decimal
-
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
@@ -59,7 +57,7 @@ def setup_fleet(gpus: int, days: float) -> list[str]:
 
     call_command("migrate", verbosity=0)
     sync_catalogue()
-    site = Site.objects.create(name="bench", pue=Decimal("1.2"), tariff_micro_per_kwh=200_000)
+    site = Site.objects.create(name="bench")
     policy = PcrPolicy.objects.create(name="bench", pcrs={"sha256": {"7": "00" * 32}})
     generations = list(Generation.objects.order_by("catalogue_id"))
     uuids = []

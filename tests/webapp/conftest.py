@@ -63,8 +63,7 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, t
 @pytest.fixture
 def fleet(db) -> Fleet:
     sync_catalogue()
-    name, pue, tariff = SITES[0]  # a rate card site: the ledger checks lease terms against it
-    site = Site.objects.create(name=name, pue=pue, tariff_micro_per_kwh=tariff)
+    site = Site.objects.create(name=SITES[0])  # a rate card site: the ledger prices it
     policy = PcrPolicy.objects.create(
         name="test-policy", pcrs={"sha256": {"0": None, "2": None, "7": None}}
     )

@@ -28,8 +28,7 @@ def main(golden: dict) -> dict[str, str]:
     from webapp.tenancy.models import ApiKey, Tenant
 
     sync_catalogue()
-    name, pue, tariff = SITES[0]
-    site = Site.objects.create(name=name, pue=pue, tariff_micro_per_kwh=tariff)
+    site = Site.objects.create(name=SITES[0])
     policy = PcrPolicy.objects.create(name="build-1", pcrs=golden)
     node = Node.objects.create(name="node-1", site=site, pcr_policy=policy)
     a100 = Generation.objects.get(catalogue_id="A100-SXM4-80GB")

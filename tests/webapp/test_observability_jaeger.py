@@ -80,7 +80,7 @@ from webapp.core.seed import gpu_uuid
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
 sync_catalogue()
-site = Site.objects.create(name="site", pue=Decimal("1.2"), tariff_micro_per_kwh=200_000)
+site = Site.objects.create(name="site")
 policy = PcrPolicy.objects.create(name="golden", pcrs={"sha256": json.loads(sys.argv[1])})
 node = Node.objects.create(name="node-1", site=site, pcr_policy=policy)
 a100 = Generation.objects.get(catalogue_id="A100-SXM4-80GB")

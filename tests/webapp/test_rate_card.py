@@ -54,3 +54,29 @@ def test_an_unreadable_ledger_keeps_the_card_last_read(ledger, ledger_admins, se
     settings.LEDGER_PATH = tmp_path / "not-a-ledger.sqlite3"
     settings.LEDGER_PATH.write_bytes(b"this is not SQLite")
     assert rate_card.in_force() is approved  # logged; never back to the deployed card
+
+
+def test_a_sites_pue_and_tariff_are_the_cards_in_the_quote_and_in_the_terms(
+    owner, fleet, attested_node, ledger, ledger_admins
+):
+    """One source for a site's PUE and tariff: the price the tenant is shown and the terms the
+    ledger checks both follow the card in force (the database keeps only the site's name)."""
+    document = rate_card_document()
+    code = next(
+        c for c, s in document["rate_card"]["sites"].items() if s["name"] == fleet.site.name
+    )
+    document["rate_card"]["sites"][code].update(pue_milli=1500, tariff_micro_per_kwh=410_000)
+    decide(*ledger_admins[:2], "rate_card", "default", document)
+    request = {"gpu_count": 1, "precision": "FP16", "hours": "1"}
+    price = owner.client.post("/api/v1/price-preview/", request, format="json").json()["price"]
+    assert (Decimal(price["pue"]), Decimal(price["tariff_per_kwh"])) == (
+        Decimal("1.5"),
+        Decimal("0.41"),
+    )
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(1), actor="test"
+    )
+    place_requested(actor="test")
+    lease.refresh_from_db()
+    assert (lease.terms["pue_milli"], lease.terms["tariff_micro_per_kwh"]) == (1500, 410_000)
+    assert lease.price["pue"] == price["pue"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from decimal import Decimal
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -15,11 +14,8 @@ from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
 from webapp.tenancy.actions import issue_api_key
 from webapp.tenancy.models import ApiKey, Membership, Tenant
 
-# name, PUE, tariff (micro-units per kWh): the rate card's sites, which the ledger checks
-SITES = [
-    (site["name"], Decimal(site["pue_milli"]) / 1000, site["tariff_micro_per_kwh"])
-    for site in RATE_CARD.sites.values()
-]
+# the rate card's sites (their PUE and tariff are the card's: webapp/fleet/rate_card.py)
+SITES = [site["name"] for site in RATE_CARD.sites.values()]
 # node name, site index, generation, GPU count: 40 GPUs of four generations on 5 nodes
 NODES = [
     ("h100-fra-01", 0, "H100-SXM5-80GB", 8),
@@ -57,10 +53,7 @@ def seed_demo() -> SeedResult:
         name="demo-boot-policy",
         defaults={"pcrs": {"sha256": {"0": None, "2": None, "7": None}}, "max_age_s": 300},
     )
-    sites = [
-        Site.objects.get_or_create(name=n, defaults={"pue": p, "tariff_micro_per_kwh": t})[0]
-        for n, p, t in SITES
-    ]
+    sites = [Site.objects.get_or_create(name=name)[0] for name in SITES]
     for name, site_index, generation_id, count in NODES:
         node, _ = Node.objects.get_or_create(
             name=name, defaults={"site": sites[site_index], "pcr_policy": policy}

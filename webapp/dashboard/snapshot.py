@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from ledger.money import from_micro
 from webapp.dashboard import capacity
+from webapp.fleet import rate_card
 from webapp.fleet.models import GPU, Node, TelemetrySample
 from webapp.leasing import bills, states
 from webapp.leasing.models import Lease, Settlement
@@ -51,12 +52,17 @@ def fleet_by_generation() -> list[dict[str, Any]]:
     return out
 
 
+def _pue(site: str) -> str:
+    rates = rate_card.site_rates(site)
+    return "unpriced" if rates is None else str(rates[0])
+
+
 def nodes() -> list[dict[str, Any]]:
     return [
         {
             "name": n.name,
             "site": n.site.name,
-            "pue": str(n.site.pue),
+            "pue": _pue(n.site.name),
             "status": n.status,
             "trust": n.trust,
             "gpus": n.gpu_count,

@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from webapp.core.secrets_page import show_once
+from webapp.fleet import rate_card
 from webapp.fleet.actions import quarantine_node
 from webapp.fleet.models import GPU, Generation, GpuHour, Node, PcrPolicy, Site, TelemetrySample
 
@@ -31,8 +32,21 @@ class GenerationAdmin(admin.ModelAdmin):
 
 @admin.register(Site)
 class SiteAdmin(admin.ModelAdmin):
+    """PUE and tariff are shown from the rate card in force (ledger data, changed only by a
+    proposal both organisations approve), not edited here."""
+
     list_display = ("name", "pue", "tariff_micro_per_kwh")
     search_fields = ("name",)
+
+    @admin.display(description="PUE (rate card)")
+    def pue(self, site: Site) -> str:
+        rates = rate_card.site_rates(site.name)
+        return "not on the rate card" if rates is None else str(rates[0])
+
+    @admin.display(description="tariff, micro-units per kWh (rate card)")
+    def tariff_micro_per_kwh(self, site: Site) -> str:
+        rates = rate_card.site_rates(site.name)
+        return "not on the rate card" if rates is None else str(rates[1])
 
 
 @admin.register(PcrPolicy)

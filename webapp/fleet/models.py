@@ -4,7 +4,6 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -35,16 +34,11 @@ class Generation(models.Model):
 
 
 class Site(models.Model):
+    """A data centre. Its PUE and energy tariff are not kept here: they are the rate card's
+    (ledger data both organisations approve), found by the site's name
+    (webapp/fleet/rate_card.py `site_rates`); a site the card does not name is not leased."""
+
     name = models.CharField(max_length=100, unique=True)
-    pue = models.DecimalField(
-        max_digits=4,
-        decimal_places=2,
-        validators=[MinValueValidator(Decimal("1.00"))],
-        help_text="Power usage effectiveness: facility power / IT power (>= 1.0)",
-    )
-    tariff_micro_per_kwh = models.PositiveBigIntegerField(
-        help_text="Energy tariff in millionths of the currency unit per kWh"
-    )
 
     class Meta:
         ordering = ["name"]

@@ -63,6 +63,15 @@ def in_force() -> InForce:
         return _current
 
 
+def site_rates(name: str) -> tuple[Decimal, int] | None:
+    """(PUE, tariff in micro-units per kWh) of the site the card in force names `name`, or
+    None when it prices no such site."""
+    for site in in_force().card.sites.values():
+        if site["name"] == name:
+            return Decimal(site["pue_milli"]) / 1000, site["tariff_micro_per_kwh"]
+    return None
+
+
 def forget() -> None:
     """Read the ledger again at the next call (a test or a command that just decided one)."""
     global _read_at

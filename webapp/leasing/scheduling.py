@@ -110,14 +110,14 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
             if sample.util_gpu_pct >= LOADED_UTIL_PCT and sample.power_mw > 0:
                 entry["power_w"] = str(Decimal(sample.power_mw) / 1000)
         gpus.append(entry)
-    sites = [
-        {
-            "id": str(s.pk),
-            "pue": str(s.pue),
-            "tariff_per_kwh": str(from_micro(s.tariff_micro_per_kwh)),
-        }
-        for s in Site.objects.all()
-    ]
+    sites = []
+    for s in Site.objects.all():  # PUE and tariff: the rate card's, as the terms will have
+        rates = rate_card.site_rates(s.name)
+        if rates is not None:
+            pue, tariff = rates
+            sites.append(
+                {"id": str(s.pk), "pue": str(pue), "tariff_per_kwh": str(from_micro(tariff))}
+            )
     if unpriced:
         log.warning("GPUs left out of planning, the rate card prices no %s", sorted(unpriced))
     leases = [
