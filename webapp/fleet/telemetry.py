@@ -106,20 +106,6 @@ def update_hours(gpu_ids: set[int], first_ms: int, last_ms: int) -> int:
     return len(rows)
 
 
-def reported_through(gpus: Sequence[GPU], t_ms: int) -> bool:
-    """Whether every one of `gpus` has a stored sample at or after `t_ms`: each source
-    delivers a GPU's samples in time order, so its readings up to `t_ms` have all arrived
-    (a batch still in flight would otherwise be left out of a bill line's readings)."""
-    newest = (
-        TelemetrySample.objects.filter(gpu__in=gpus)
-        .values("gpu")
-        .annotate(t=Max("t_ms"))
-        .values_list("t", flat=True)
-    )
-    seen = list(newest.order_by())
-    return len(seen) == len(gpus) and all(t >= t_ms for t in seen)
-
-
 def samples_between(gpus: Sequence[GPU], start_ms: int, end_ms: int) -> list[Sample]:
     """The stored samples of `gpus` in [start_ms, end_ms], as the scheduler's type."""
     rows = (
