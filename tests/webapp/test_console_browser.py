@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, Page
 
 from ledger.receipt import verify_receipt
 from tests.ledger.helpers import org_roots
-from tests.webapp.test_dashboard_browser import browser  # noqa: F401  (fixture)
+from tests.webapp.browser import browser, watch  # noqa: F401  (browser: a fixture)
 from tests.webapp.test_demo_server import start_demo, stop_demo
 
 pytestmark = pytest.mark.browser
@@ -61,25 +61,10 @@ def demo(tmp_path_factory) -> Iterator[Demo]:
     stop_demo(process)
 
 
-def _watch(page: Page, problems: list[str], allowed_status: tuple[int, ...] = ()) -> Page:
-    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    page.on(
-        "console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None
-    )
-    page.on("requestfailed", lambda r: problems.append(f"failed: {r.url} {r.failure}"))
-    page.on(
-        "response",
-        lambda r: problems.append(f"{r.status} {r.url}")
-        if r.status >= 400 and r.status not in allowed_status
-        else None,
-    )
-    return page
-
-
 def _login(
-    chromium: Browser, url: str, user: str, password: str, problems: list[str], **watch
+    chromium: Browser, url: str, user: str, password: str, problems: list[str], **watching
 ) -> Page:
-    page = _watch(chromium.new_context(accept_downloads=True).new_page(), problems, **watch)
+    page = watch(chromium.new_context(accept_downloads=True).new_page(), problems, **watching)
     page.goto(url)
     page.fill("#id_username", user)
     page.fill("#id_password", password)

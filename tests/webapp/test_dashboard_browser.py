@@ -4,43 +4,17 @@ loop works, with no error in the page."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-from playwright.sync_api import sync_playwright
 
+from tests.webapp.browser import browser, watch  # noqa: F401  (browser: a fixture)
 from tests.webapp.test_demo_server import demo_server  # noqa: F401  (fixture)
-
-CHROMIUM = "/usr/bin/chromium"
-# Without these, Chromium tries to reach Google's services, which this network refuses.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: run 'make setup' (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.mark.browser
 def test_dashboard_goes_live_and_updates(browser, demo_server, tmp_path):  # noqa: F811
     base, _process, _log = demo_server
-    page = browser.new_page()
     errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page = watch(browser.new_page(), errors)
     page.goto(base + "/")
     page.wait_for_selector("#live.on", timeout=20_000)
     page.wait_for_selector("#chart-util .main-svg", timeout=20_000)

@@ -16,8 +16,8 @@ import urllib.request
 import pytest
 
 from tests.fabric.network_fixture import free_base_port
+from tests.webapp.browser import browser, watch  # noqa: F401  (browser: a fixture)
 from tests.webapp.test_console_browser import _login
-from tests.webapp.test_dashboard_browser import browser  # noqa: F401  (fixture)
 from tests.webapp.test_demo_server import (
     start_demo,
     stop_demo,
@@ -56,10 +56,8 @@ def test_demo_runs_through_fabric_and_the_dashboard_shows_its_blocks(
     tmp_path,
 ):
     base, process, log = fabric_demo
-    page = browser.new_page()
     errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page = watch(browser.new_page(), errors)
     page.goto(base + "/")
     page.wait_for_selector("#live.on", timeout=20_000)
     # the relay commits registrations, verdicts and leases on the channel; the dashboard's
