@@ -15,13 +15,13 @@ from decimal import Decimal
 import pytest
 
 from tests.fabric.network_fixture import start_network
+from tests.webapp.fabric_app import app_on_fabric
 from tests.webapp.helpers import place
 from webapp.core.demo_governance import admin_clients
 from webapp.core.seed import gpu_uuid
 from webapp.fleet.models import GPU
 from webapp.leasing import actions
 from webapp.leasing.models import Lease
-from webapp.outbox.ledger import close_ledger_client, ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 
@@ -54,18 +54,12 @@ def network(tmp_path_factory):
 @pytest.fixture
 def ledger(settings, network, monkeypatch):
     """Overrides the embedded `ledger` of tests/webapp/conftest.py: the app on Fabric."""
-    for key, value in network.layout.client_env("Org1MSP").items():
-        monkeypatch.setenv(key, value)
-    settings.LEDGER_BACKEND = "fabric"
-    close_ledger_client()
-    yield ledger_client()
-    close_ledger_client()
+    with app_on_fabric(settings, network, monkeypatch) as client:
+        yield client
 
 
 @pytest.fixture
 def ledger_admins(ledger, network):
-    """Each organisation's Admin on this module's network: they approve the fleet's
-    policies (EK roots, PCR policy) before its node enrols."""
     with admin_clients(network) as admins:
         yield admins
 

@@ -26,12 +26,13 @@ from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
 from tests.ledger.test_governance import rate_card_document
 from tests.webapp import leases
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
+from tests.webapp.fabric_app import app_on_fabric
 from tests.webapp.helpers import console_login, drawn, place
 from webapp.core.demo_governance import admin_clients
 from webapp.leasing import actions
 from webapp.leasing.models import Lease, Settlement
 from webapp.leasing.scheduling import place_requested, settlement_of
-from webapp.outbox.ledger import close_ledger_client, ledger_client
+from webapp.outbox.ledger import close_ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import Membership
@@ -45,19 +46,13 @@ RELAY_TIMEOUT_S = 60
 def ledger(settings, fabric_network, monkeypatch):
     """Overrides the embedded `ledger` of tests/webapp/conftest.py: the app on Fabric, on a
     contract namespace of its own (an empty ledger)."""
-    env = fabric_network.layout.client_env("Org1MSP")
-    env["FABRIC_CHAINCODE"] = new_chaincode(fabric_network, "receipt")
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    settings.LEDGER_BACKEND = "fabric"
-    close_ledger_client()
-    yield ledger_client()
-    close_ledger_client()
+    chaincode = new_chaincode(fabric_network, "receipt")
+    with app_on_fabric(settings, fabric_network, monkeypatch, chaincode) as client:
+        yield client
 
 
 @pytest.fixture
 def ledger_admins(ledger, fabric_network):
-    """Each organisation's Admin (cryptogen's, OU=admin) on the app's contract."""
     with admin_clients(fabric_network) as admins:
         yield admins
 
