@@ -436,3 +436,27 @@ def test_readings_no_quote_can_bind_are_refused_and_nothing_is_kept(
         api.post("quote/", body)
     assert refused.value.status == 400 and "telemetry_refused" in str(refused.value)
     assert not Attestation.objects.exists() and not TelemetryBatch.objects.exists()
+
+
+def test_the_ledgers_verdict_stands_where_the_servers_copy_of_the_policy_differs(
+    fleet, node_agent, ledger
+):
+    """An operator edits the node's PCR policy in the admin but both organisations never
+    approve it on the ledger: this server now finds the honest quote invalid, every endorser
+    (checking the approved policy) valid. Once recorded, the ledger's verdict is the node's."""
+    assert node_agent.attest()["valid"]
+    relay_once(ledger)
+    policy = Node.objects.get(pk=fleet.node.pk).pcr_policy
+    policy.pcrs = {"sha256": {**policy.pcrs["sha256"], "7": "ab" * 32}}  # not on the ledger
+    policy.save()
+    assert not node_agent.attest()["valid"]
+    assert Node.objects.get(pk=fleet.node.pk).trust == Node.FAILED
+    assert relay_once(ledger) == {"done": 1}  # RecordAttestation (its challenge went before)
+    newest = Attestation.objects.filter(node=fleet.node).first()
+    record = json.loads(
+        ledger.evaluate("GetAttestation", json.dumps({"attestation_id": newest.ledger_tx}))
+    )
+    assert record["valid"] and newest.valid
+    assert newest.reasons[-1]["code"] == "ledger_verdict"
+    assert Node.objects.get(pk=fleet.node.pk).trust == Node.TRUSTED
+    assert AuditEvent.objects.filter(action="node.ledger_verdict").count() == 1

@@ -24,7 +24,7 @@ from attest.inventory import inventory_digest
 from attest.nonces import NonceRecord, NonceRegistry
 from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
-from attest.verdict import SEVERITY_ERROR, ClockInfo
+from attest.verdict import SEVERITY_ERROR, SEVERITY_INFO, ClockInfo
 from attest.verifier import verify_quote
 from ledger.readings import qualifying_data
 from ledger.terms import reported_generation_mismatches
@@ -349,6 +349,39 @@ def record_quote(
         if check.ok:  # the ledger refuses a replayed nonce anyway; don't send one
             attestation_answered(attestation, digests)
         publish_on_commit("node", name=node.name, trust=node.trust)
+    return attestation
+
+
+def take_ledger_verdict(attestation: Attestation, record: dict, *, actor: str) -> Attestation:
+    """The ledger's verdict on a quote stands: every endorser re-verified it against the PCR
+    policy both organisations approved. Where this server's verdict differed (its copy of the
+    policy edited but not approved on the ledger, or an approval it has not seen), the
+    attestation, its readings' standing, and, when it is the node's newest, the node's trust
+    follow the ledger's (`record`: the RecordAttestation record); the difference is audited."""
+    valid = record.get("valid")
+    if not isinstance(valid, bool) or valid == attestation.valid:
+        return attestation
+    verdict = record.get("verdict")
+    reasons = verdict.get("reasons") if isinstance(verdict, dict) else None
+    note = {
+        "code": "ledger_verdict",
+        "detail": f"the ledger's endorsers found the quote {'valid' if valid else 'invalid'} "
+        f"against the approved PCR policy; this server had found it "
+        f"{'valid' if attestation.valid else 'invalid'} against its own copy",
+        "severity": SEVERITY_INFO,
+    }
+    with transaction.atomic():
+        node = Node.objects.select_for_update().get(pk=attestation.node_id)
+        attestation.valid = valid
+        attestation.reasons = [*(reasons if isinstance(reasons, list) else []), note]
+        attestation.save(update_fields=["valid", "reasons"])
+        if node.attestations.order_by("-created", "-pk").first() == attestation:
+            node.trust = Node.TRUSTED if valid else Node.FAILED
+            if valid:
+                node.last_good_attestation = attestation.created
+            node.save(update_fields=["trust", "last_good_attestation"])
+            publish_on_commit("node", name=node.name, trust=node.trust)
+        audit(actor, "node.ledger_verdict", node, valid=valid, attestation=attestation.pk)
     return attestation
 
 

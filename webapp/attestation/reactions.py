@@ -1,7 +1,7 @@
 """What the attestation app asks of the outbox relay (registered in AttestationConfig.ready):
 swap the attestation ids a row refers to for their ledger ids, have the relay's identity sign
-a registration's AK certificate as registrar, and note the ledger tx of a
-recorded verdict."""
+a registration's AK certificate as registrar, and note the ledger tx of a recorded verdict,
+whose valid/invalid the ledger's endorsers decided (it stands where this server's differed)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import json
 from typing import Any
 
 from chaincode_client.interface import Receipt
-from webapp.attestation.actions import challenge_issued
+from webapp.attestation.actions import challenge_issued, take_ledger_verdict
 from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.records import ATTESTATION_REFS, sign_registration
+
+ACTOR = "ledger-relay"
 
 
 def resolve_attestation_refs(args: dict[str, Any]) -> dict[str, Any]:
@@ -50,12 +52,14 @@ def attestation_recorded(entry: OutboxEntry, receipt: Receipt) -> None:
     answered with the record the first one wrote, and writes nothing itself."""
     args = entry.args
     try:
-        ledger_id = json.loads(receipt.payload)["attestation_id"]
+        record = json.loads(receipt.payload)
+        ledger_id = record["attestation_id"]
     except (ValueError, KeyError, TypeError):
-        ledger_id = receipt.tx_id
-    Attestation.objects.filter(node__name=args["node_id"], nonce=args["nonce"]).update(
-        ledger_tx=ledger_id
-    )
+        record, ledger_id = {}, receipt.tx_id
+    recorded = Attestation.objects.filter(node__name=args["node_id"], nonce=args["nonce"])
+    recorded.update(ledger_tx=ledger_id)
+    for attestation in recorded:
+        take_ledger_verdict(attestation, record, actor=ACTOR)
 
 
 def challenge_committed(entry: OutboxEntry, receipt: Receipt) -> None:
