@@ -175,7 +175,11 @@ class InventoryQuote:
 
 def _inventory_refusals(node: Node, ak_public: bytes, reported: InventoryQuote) -> list[dict]:
     """Why the enrolment quote cannot go to the ledger (whose endorsers check the same)."""
-    registered = sorted(node.gpus.values_list("uuid", flat=True))
+    registered_gpus = [
+        {"uuid": uuid, "generation": generation}
+        for uuid, generation in node.gpus.values_list("uuid", "generation__catalogue_id")
+    ]
+    registered = sorted(g["uuid"] for g in registered_gpus)
     uuids = sorted(str(g.get("uuid")) for g in reported.inventory)
     if uuids != registered:
         return [
@@ -188,10 +192,6 @@ def _inventory_refusals(node: Node, ak_public: bytes, reported: InventoryQuote) 
         digest = inventory_digest(node.name, reported.inventory)
     except ValueError as exc:
         return [{"code": "inventory_malformed", "detail": str(exc)}]
-    registered_gpus = [
-        {"uuid": uuid, "generation": generation}
-        for uuid, generation in node.gpus.values_list("uuid", "generation__catalogue_id")
-    ]
     card = rate_card.in_force().card
     mismatched = reported_generation_mismatches(card, registered_gpus, reported.inventory)
     if mismatched:

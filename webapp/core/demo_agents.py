@@ -24,9 +24,9 @@ from attest.agent.http import BAD_REQUEST, AgentApi, AgentApiError, attest_once,
 from attest.agent.tpm import Agent
 from attest.swtpm import LocalCA, Swtpm, start_node_tpm
 from ledger.readings import row_text
-from scheduler.catalogue import load_catalogue
 from scheduler.telemetry.sample import CSV_FIELDS
 from webapp.attestation import actions as attestation_actions
+from webapp.fleet import rate_card
 from webapp.fleet.models import Node, PcrPolicy, TelemetrySample
 
 log = logging.getLogger("wattlease.demo.agents")
@@ -41,7 +41,7 @@ MAX_READINGS_PER_QUOTE = 10_000  # ~600 KB, under the agent API's limit; the res
 
 def simulated_inventory(node: Node) -> list[dict[str, str]]:
     """What NVML would report for the node's simulated GPUs: uuid, name and serial."""
-    catalogue = load_catalogue()
+    catalogue = rate_card.in_force().catalogue  # the names the ledger checks enrolment against
     return [
         {
             "uuid": gpu.uuid,

@@ -15,7 +15,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger.money import MS_PER_HOUR, from_micro
-from ledger.terms import RateCard
 from scheduler import api as scheduler
 from webapp.attestation.models import Attestation
 from webapp.attestation.telemetry import attested_batches, attested_through
@@ -69,15 +68,6 @@ def job_entry(
     }
 
 
-def _priced(gpu: GPU, card: RateCard) -> bool:
-    """The rate card in force (ledger terms) prices this GPU's site and generation."""
-    sites = {site["name"] for site in card.sites.values()}
-    return (
-        gpu.node.site.name in sites
-        and gpu.generation.catalogue_id in card.capacity_micro_per_gpu_hour
-    )
-
-
 def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     """The fleet and queue in the scheduler's documented schema (docs/scheduler.md)."""
     attested = _attested_nodes()
@@ -89,16 +79,31 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     }
     busy = {gpu.pk for lease in holding.values() for gpu in lease.gpus.all()}
     latest = latest_by_gpu()
+    # a site's PUE and tariff are the rate card's, as the terms will have them; a GPU whose
+    # site or generation the card does not price gets no terms the ledger accepts
+    card = rate_card.in_force().card
+    sites, priced_sites = [], set()
+    for s in Site.objects.all():
+        rates = rate_card.site_rates(s.name)
+        if rates is not None:
+            pue, tariff = rates
+            sites.append(
+                {"id": str(s.pk), "pue": str(pue), "tariff_per_kwh": str(from_micro(tariff))}
+            )
+            priced_sites.add(s.pk)
     gpus = []
     unpriced: set[str] = set()
-    card = rate_card.in_force().card
     for gpu in GPU.objects.select_related("node__site", "generation"):
-        if not _priced(gpu, card):  # no lease terms the ledger accepts: not leasable
-            unpriced.add(f"{gpu.node.site.name}/{gpu.generation.catalogue_id}")
+        generation = gpu.generation.catalogue_id
+        if (
+            gpu.node.site_id not in priced_sites
+            or generation not in card.capacity_micro_per_gpu_hour
+        ):
+            unpriced.add(f"{gpu.node.site.name}/{generation}")
             continue
         entry: dict[str, Any] = {
             "id": gpu.uuid,
-            "generation": gpu.generation.catalogue_id,
+            "generation": generation,
             "node": gpu.node.name,
             "site": str(gpu.node.site_id),
             "free": gpu.pk not in busy,
@@ -110,14 +115,6 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
             if sample.util_gpu_pct >= LOADED_UTIL_PCT and sample.power_mw > 0:
                 entry["power_w"] = str(Decimal(sample.power_mw) / 1000)
         gpus.append(entry)
-    sites = []
-    for s in Site.objects.all():  # PUE and tariff: the rate card's, as the terms will have
-        rates = rate_card.site_rates(s.name)
-        if rates is not None:
-            pue, tariff = rates
-            sites.append(
-                {"id": str(s.pk), "pue": str(pue), "tariff_per_kwh": str(from_micro(tariff))}
-            )
     if unpriced:
         log.warning("GPUs left out of planning, the rate card prices no %s", sorted(unpriced))
     leases = [
