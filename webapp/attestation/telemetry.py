@@ -72,8 +72,9 @@ def samples(rows: Iterable[readings.Reading]) -> list[TelemetrySample]:
 
 
 def attested_batches(gpus: Sequence[GPU], start_ms: int, end_ms: int) -> list[AttestedBatch]:
-    """The batches of `gpus` with readings in [start_ms, end_ms] that a valid quote bound
-    and that went to the ledger: the only readings a bill line measures."""
+    """The batches of `gpus` with readings in [start_ms, end_ms] that a valid quote bound:
+    the only readings a bill line measures (the relay sends the line only once those quotes
+    are on the ledger, reactions.wait_for_attested_batches)."""
     stored = TelemetryBatch.objects.filter(
         gpu__in=gpus, first_ms__lte=end_ms, last_ms__gte=start_ms, attestation__valid=True
     ).select_related("gpu")
@@ -99,10 +100,13 @@ def attested_through(gpus: Sequence[GPU], t_ms: int) -> bool:
 
 def cited_readings(gpu_batches: Iterable[dict[str, object]]) -> str:
     """The rows of the batches a bill line cites ([{gpu, digest, rows}]), in that order."""
-    out = []
-    for cited in gpu_batches:
-        batch = TelemetryBatch.objects.filter(
-            gpu__uuid=cited["gpu"], digest=cited["digest"], attestation__valid=True
-        ).first()
-        out.append(batch.readings if batch else "")
-    return "".join(out)
+    cited = [(str(b["gpu"]), str(b["digest"])) for b in gpu_batches]
+    stored = {
+        (uuid, digest): rows
+        for uuid, digest, rows in TelemetryBatch.objects.filter(
+            gpu__uuid__in={gpu for gpu, _ in cited},
+            digest__in={digest for _, digest in cited},
+            attestation__valid=True,
+        ).values_list("gpu__uuid", "digest", "readings")
+    }
+    return "".join(stored.get(key, "") for key in cited)
