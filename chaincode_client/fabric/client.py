@@ -177,6 +177,13 @@ class FabricGatewayClient(LedgerClient):  # explicit, so mypy checks it keeps th
                 time.sleep(ENDORSE_DISAGREE_BACKOFF_S * 2**attempt)
         raise AssertionError("unreachable")
 
+    def check_endorsable(self, fn: str, *args: str) -> None:
+        """Have every endorsing organisation endorse `fn` and order nothing. Raises
+        LedgerUnavailable while the gateway cannot yet meet the endorsement policy: right
+        after a peer starts or a chaincode is defined, before gossip has told this peer that
+        the other organisations' peers run it."""
+        self._endorse(fn, args)
+
     def submit_async(self, fn: str, *args: str) -> FabricCommit:
         """Endorse and submit to the orderer; the commit status is asked for by receipt()."""
         signed, endorsed = self._endorse(fn, args)

@@ -16,7 +16,9 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from chaincode_client.fabric import FabricGatewayClient
 from chaincode_client.fabric_network import configs, processes
@@ -40,7 +42,28 @@ CHAINCODE_LABEL = "wattlease"
 CHAINCODE_VERSION = "1.0"
 CHAINCODE_FACTORY = "ledger.contract:new_chaincode"
 
+GATEWAY_PROBE = json.dumps({"key": "node:gateway-probe"})  # a read any contract answers
+GATEWAY_POLL_S = 0.25
+
 Log = Callable[[str], None]
+T = TypeVar("T")
+
+
+def _until_endorsed(attempt: Callable[[], T], who: str) -> tuple[T, int]:
+    """Call `attempt` until it stops raising LedgerUnavailable (GATEWAY_READY_TIMEOUT_S at
+    most); returns its result and the number of tries."""
+    deadline = time.monotonic() + GATEWAY_READY_TIMEOUT_S
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return attempt(), tries
+        except LedgerUnavailable as exc:
+            if time.monotonic() > deadline:
+                raise NetworkError(
+                    f"no endorsement by {who} in {GATEWAY_READY_TIMEOUT_S:.0f}s: {exc}"
+                ) from exc
+            time.sleep(GATEWAY_POLL_S)
 
 
 @dataclass
@@ -407,23 +430,29 @@ class Network:
         peer (gossip, discovery): the first submits cannot meet the AND policy. Wait until a
         read-only transaction commits, endorsed by both."""
         client = FabricGatewayClient.from_env(self.layout.client_env(self.layout.orgs[0].msp_id))
-        deadline = time.monotonic() + GATEWAY_READY_TIMEOUT_S
-        tries = 0
         try:
-            while True:
-                tries += 1
-                try:
-                    receipt = client.submit("GetHistory", json.dumps({"key": "node:gateway-probe"}))
-                    return f"block {receipt.block_number} after {tries} tries"
-                except LedgerUnavailable as exc:
-                    if time.monotonic() > deadline:
-                        raise NetworkError(
-                            f"no endorsement by both organisations in "
-                            f"{GATEWAY_READY_TIMEOUT_S:.0f}s: {exc}"
-                        ) from exc
-                    time.sleep(0.5)
+            receipt, tries = _until_endorsed(
+                lambda: client.submit("GetHistory", GATEWAY_PROBE), "both organisations"
+            )
+            return f"block {receipt.block_number} after {tries} tries"
         finally:
             client.close()
+
+    def _wait_endorsable(self, name: str) -> int:
+        """A definition just committed is known to each peer at once, but to the other
+        organisation's gateway only once gossip has carried it there: until then an AND
+        policy cannot be met ("required chaincodes are not installed on sufficient peers").
+        Wait until every organisation's gateway can have chaincode `name` endorsed by all."""
+        tries = 0
+        for org in self.layout.orgs:
+            env = {**self.layout.client_env(org.msp_id), "FABRIC_CHAINCODE": name}
+            client = FabricGatewayClient.from_env(env)
+            try:
+                probe = partial(client.check_endorsable, "GetHistory", GATEWAY_PROBE)
+                tries += _until_endorsed(probe, f"{org.msp_id}'s gateway for chaincode {name}")[1]
+            finally:
+                client.close()
+        return tries
 
     def _deploy_default(self) -> str | None:
         return self.deploy(self.layout.chaincode)
@@ -496,6 +525,7 @@ class Network:
                 *peers,
                 what=f"commit chaincode {name}",
             )
+        tries = self._wait_endorsable(name)
         chaincodes = {**self._read_state().get("chaincodes", {}), name: CHAINCODE_VERSION}
         self._write_state(chaincodes=chaincodes)
-        return None
+        return f"endorsable by every organisation after {tries} tries"

@@ -53,6 +53,7 @@ class RecordingGateway(gateway_pb2_grpc.GatewayServicer):
         self.commit_code = transaction_pb2.VALID
         self.evaluate_status = 200
         self.submit_failure: grpc.StatusCode | None = None
+        self.endorse_failure: tuple[grpc.StatusCode, str] | None = None
 
     def _keep(self, name: str, request: object) -> None:
         self.requests.setdefault(name, []).append(request)
@@ -67,6 +68,8 @@ class RecordingGateway(gateway_pb2_grpc.GatewayServicer):
 
     def Endorse(self, request, context):  # type: ignore[no-untyped-def]
         self._keep("Endorse", request)
+        if self.endorse_failure is not None:
+            context.abort(*self.endorse_failure)
         return gateway_pb2.EndorseResponse(
             prepared_transaction=prepared_transaction(request.proposed_transaction, SUBMIT_RESULT)
         )

@@ -87,3 +87,22 @@ def test_submit_async_returns_before_the_commit_status_is_asked(gateway):  # typ
         pending.receipt()
     assert info.value.receipt.validation_code == "MVCC_READ_CONFLICT"
     assert recorder.requests["CommitStatus"][0].signature  # signed by the client
+
+
+def test_check_endorsable_endorses_with_every_org_and_orders_nothing(gateway):  # type: ignore[no-untyped-def]
+    recorder, client = gateway
+    client.check_endorsable("GetHistory", "{}")
+    assert list(recorder.requests["Endorse"][0].endorsing_organizations) == ["Org1MSP", "Org2MSP"]
+    assert "Submit" not in recorder.requests
+
+
+def test_check_endorsable_reports_a_gateway_that_cannot_meet_the_policy(gateway):  # type: ignore[no-untyped-def]
+    recorder, client = gateway
+    recorder.endorse_failure = (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "no combination of peers can be derived which satisfy the endorsement policy: "
+        "required chaincodes are not installed on sufficient peers",
+    )
+    with pytest.raises(LedgerUnavailable, match="not installed on sufficient peers"):
+        client.check_endorsable("GetHistory", "{}")
+    assert "Submit" not in recorder.requests
