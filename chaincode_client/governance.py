@@ -1,25 +1,78 @@
 """Putting a policy in force on the ledger as two organisations' admins do it: one proposes
 (ProposePolicy), an admin of another organisation approves (ApprovePolicy). Each client
 signs with its own identity; the contract (ledger.governance) checks both are admins of
-different organisations."""
+different organisations.
+
+A proposal is known to the approver by its id, passed on by the proposer; `approve` is
+given the SHA-256 of the document the approver reviewed (`document_digest`, printed by
+`python -m chaincode_client.policy_cli review`) and refuses, writing nothing, when the
+proposal behind the id holds another document."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 from chaincode_client.interface import EndorsementError, LedgerClient
+from ledger import canonical
+
+
+class ProposalMismatch(ValueError):
+    """The proposal to approve is not the one the approver reviewed, or no longer open."""
+
+
+def document_digest(document: dict[str, Any]) -> str:
+    """Hex SHA-256 of a policy document's canonical JSON: what two admins compare."""
+    return hashlib.sha256(canonical.dumps(document)).hexdigest()
 
 
 def policy_in_force(client: LedgerClient, kind: str, key: str) -> dict[str, Any] | None:
     """The approved document for (kind, key), or None when the channel has none."""
+    record = policy_record(client, kind, key)
+    return None if record is None else dict(record["document"])
+
+
+def policy_record(client: LedgerClient, kind: str, key: str) -> dict[str, Any] | None:
+    """The approved record for (kind, key) (document, version, who proposed and approved),
+    or None when the channel has none."""
     try:
         record = json.loads(client.evaluate("GetPolicy", json.dumps({"kind": kind, "key": key})))
     except EndorsementError as exc:
         if "[governance.no_policy]" in str(exc):
             return None
         raise
-    return dict(record["document"])
+    return dict(record)
+
+
+def proposal(client: LedgerClient, proposal_id: str) -> dict[str, Any]:
+    """The proposal recorded under `proposal_id` and its status."""
+    return dict(
+        json.loads(client.evaluate("GetProposal", json.dumps({"proposal_id": proposal_id})))
+    )
+
+
+def propose(
+    proposer: LedgerClient, kind: str, key: str, document: dict[str, Any]
+) -> dict[str, Any]:
+    """Propose `document` for (kind, key); returns the open proposal (its id included)."""
+    request = {"kind": kind, "key": key, "document": document}
+    return dict(json.loads(proposer.submit("ProposePolicy", json.dumps(request)).payload))
+
+
+def approve(approver: LedgerClient, proposal_id: str, reviewed_digest: str) -> dict[str, Any]:
+    """Approve proposal `proposal_id` if it holds the document whose digest the approver
+    reviewed; returns the policy record now in force. Raises ProposalMismatch (nothing
+    written) when it holds another document or was already decided by someone else."""
+    open_proposal = proposal(approver, proposal_id)
+    found = document_digest(open_proposal["document"])
+    if found != reviewed_digest.strip().lower():
+        raise ProposalMismatch(
+            f"proposal {proposal_id} holds a document with SHA-256 {found}, not the "
+            f"{reviewed_digest} you reviewed: nothing approved"
+        )
+    request = json.dumps({"proposal_id": proposal_id})
+    return dict(json.loads(approver.submit("ApprovePolicy", request).payload))
 
 
 def decide(
@@ -34,7 +87,6 @@ def decide(
     document is already in force."""
     if policy_in_force(proposer, kind, key) == document:
         return False
-    request = {"kind": kind, "key": key, "document": document}
-    proposal = json.loads(proposer.submit("ProposePolicy", json.dumps(request)).payload)
-    approver.submit("ApprovePolicy", json.dumps({"proposal_id": proposal["proposal_id"]}))
+    opened = propose(proposer, kind, key, document)
+    approve(approver, opened["proposal_id"], document_digest(opened["document"]))
     return True

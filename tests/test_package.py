@@ -132,7 +132,7 @@ def test_wheel_declares_the_wattlease_command(wheel):
 def test_installed_command_runs_from_the_installed_copy(installed, tmp_path):
     result = _run(installed, "--help", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    for command in ("demo", "manage", "attest", "ledger", "scheduler"):
+    for command in ("demo", "manage", "attest", "ledger", "scheduler", "policy"):
         assert command in result.stdout
     where = subprocess.check_output(
         [
@@ -159,6 +159,8 @@ def test_installed_ledger_and_scheduler_commands(installed, tmp_path):
     assert missing.returncode != 0
     plan = _run(installed, "scheduler", "plan", "--help", cwd=tmp_path)
     assert plan.returncode == 0 and "--input" in plan.stdout
+    policy = _run(installed, "policy", "approve", "--help", cwd=tmp_path)
+    assert policy.returncode == 0 and "--sha256" in policy.stdout
 
 
 def test_installed_manage_finds_settings_templates_and_static_files(installed, tmp_path):

@@ -5,6 +5,7 @@
     wattlease attest verify|agent ...  `python -m attest ...`
     wattlease ledger verify|receipt|verify-receipt|audit-bill ...   `python -m ledger ...`
     wattlease scheduler plan ...       `python -m scheduler ...`
+    wattlease policy show|propose|review|approve ...   `python -m chaincode_client.policy_cli`
 
 Each sub-command hands the rest of the line to the existing command line unchanged, so the
 `python -m` entry points and this one can never disagree. The pure libraries are imported
@@ -30,6 +31,7 @@ commands:
   attest      verify TPM 2.0 quotes (attest verify --help) or run a node agent (attest agent)
   ledger      audit the embedded ledger, export and check lease receipts
   scheduler   place and price jobs on a fleet (scheduler plan --help)
+  policy      propose, review and approve the channel's policies as an org's admin
 
 Run `wattlease COMMAND --help` for a command's own options.
 """
@@ -67,6 +69,12 @@ def _scheduler(args: list[str]) -> int:
     return main(args)
 
 
+def _policy(args: list[str]) -> int:
+    from chaincode_client.policy_cli import main
+
+    return main(args)
+
+
 def _manage(args: list[str]) -> int:
     return django_main(["wattlease manage", *args])
 
@@ -81,6 +89,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "attest": _attest,
     "ledger": _ledger,
     "scheduler": _scheduler,
+    "policy": _policy,
 }
 
 

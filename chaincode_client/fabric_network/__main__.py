@@ -6,7 +6,8 @@
   network's folder);
 - `status`: which processes run, the package ids, whether the cached build is verified;
 - `logs NAME`: the last lines of one node's log (no NAME: the list of logs);
-- `env ORG`: the FABRIC_* settings an application of that organisation uses;
+- `env ORG [--user Admin]`: the FABRIC_* settings an application (or the organisation's
+  admin, for `python -m chaincode_client.policy_cli`) of that organisation uses;
 - `roots [--out FILE]`: the channel's trust roots, for an auditor's `verify-receipt --trust`.
 Exit code 0 on success, 1 on failure, so CI fails loudly.
 """
@@ -82,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     logs.add_argument("-n", "--lines", type=int, default=40)
     env = sub.add_parser("env", parents=[after], help="FABRIC_* settings for an application")
     env.add_argument("org", choices=["Org1MSP", "Org2MSP"])
+    env.add_argument(
+        "--user",
+        default="User1",
+        choices=["User1", "Admin"],
+        help="whose identity (Admin: the organisation's admin, for policy_cli)",
+    )
     roots = sub.add_parser("roots", help="the channel's trust roots (PEM) for an auditor")
     roots.add_argument("--out", type=Path, help="file to write (default: stdout)")
     roots.add_argument("--chaincode", help="the Wattlease chaincode's name (default: the layout's)")
@@ -120,7 +127,7 @@ def _run(args: argparse.Namespace) -> int:
         print(tail(layout, args.name, args.lines))
         return 0
     if args.command == "env":
-        for key, value in layout.client_env(args.org).items():
+        for key, value in layout.client_env(args.org, args.user).items():
             print(f"export {key}={value}")
         return 0
     if args.command == "roots":

@@ -153,3 +153,65 @@ def test_a_refusal_the_domain_acted_on_is_not_retried(operator, db):
     )
     assert "already acted on" in response.content.decode()
     assert OutboxEntry.objects.get(pk=entry.pk).status == OutboxEntry.REJECTED
+
+
+GOLDEN = {"sha256": {"0": "11" * 32, "2": "22" * 32, "7": "33" * 32}}
+
+
+def _as_admin(org_index: int, *argv: str) -> tuple[int, dict]:
+    """`wattlease policy ...` as one organisation's admin on the test's ledger."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from chaincode_client.policy_cli import main
+    from webapp.core.demo_governance import admin_clients
+
+    out = io.StringIO()
+    with admin_clients() as admins, redirect_stdout(out), redirect_stderr(io.StringIO()):
+        code = main(list(argv), connect=lambda: admins[org_index])
+    return code, json.loads(out.getvalue())
+
+
+def test_a_pcr_policy_page_says_whether_the_ledger_enforces_this_copy(
+    operator, fleet, ledger, tmp_path
+):
+    policy = fleet.node.pcr_policy
+    policy.pcrs = GOLDEN
+    policy.save()
+    page = f"/admin/fleet/pcrpolicy/{policy.pk}/change/"
+    assert "not approved: nodes with it cannot register" in operator.get(page).content.decode()
+
+    download = operator.post(
+        "/admin/fleet/pcrpolicy/",
+        {"action": "download_ledger_document", "_selected_action": [policy.pk]},
+    )
+    assert download["Content-Disposition"] == 'attachment; filename="test-policy.json"'
+    path = tmp_path / "test-policy.json"
+    path.write_bytes(download.content)
+    code, opened = _as_admin(0, "propose", "pcr_policy", str(path), "--key", "test-policy")
+    assert code == 0
+    assert opened["document_sha256"] in operator.get(page).content.decode()  # shown to review
+    code, _ = _as_admin(1, "approve", opened["proposal_id"], "--sha256", opened["document_sha256"])
+    assert code == 0
+    assert "in force (version 1)" in operator.get(page).content.decode()
+
+    policy.pcrs = {"sha256": {**GOLDEN["sha256"], "7": "44" * 32}}  # edited here only
+    policy.save()
+    assert "differs from version 1 in force" in operator.get(page).content.decode()
+    assert "differs from version 1" in operator.get("/admin/fleet/pcrpolicy/").content.decode()
+
+
+def test_a_proposal_holds_one_policy_document(operator, fleet, db):
+    from webapp.fleet.models import PcrPolicy
+
+    other = PcrPolicy.objects.create(name="other", pcrs=GOLDEN)
+    response = operator.post(
+        "/admin/fleet/pcrpolicy/",
+        {
+            "action": "download_ledger_document",
+            "_selected_action": [fleet.node.pcr_policy.pk, other.pk],
+        },
+        follow=True,
+    )
+    assert "Content-Disposition" not in response
+    assert "Select exactly one policy" in response.content.decode()

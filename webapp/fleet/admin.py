@@ -1,9 +1,17 @@
-from django.contrib import admin
+import json
 
+from django.contrib import admin, messages
+from django.http import HttpResponse
+from django.utils.html import format_html
+
+from chaincode_client.governance import document_digest
+from chaincode_client.interface import LedgerError
 from webapp.core.secrets_page import show_once
 from webapp.fleet import rate_card
 from webapp.fleet.actions import quarantine_node
 from webapp.fleet.models import GPU, Generation, GpuHour, Node, PcrPolicy, Site, TelemetrySample
+from webapp.outbox.ledger import approved_policy
+from webapp.outbox.records import pcr_policy_document, pcr_policy_id
 
 
 @admin.register(Generation)
@@ -51,8 +59,73 @@ class SiteAdmin(admin.ModelAdmin):
 
 @admin.register(PcrPolicy)
 class PcrPolicyAdmin(admin.ModelAdmin):
-    list_display = ("name", "max_age_s", "effective_max_age_s")
+    """This server's copy of a PCR policy. The endorsers check the version both
+    organisations approved on the ledger (governance kind `pcr_policy`, under `ledger_key`);
+    an edit here takes effect on the ledger once one organisation's admin proposes the
+    document shown on the page and the other's approves it (`wattlease policy`)."""
+
+    list_display = ("name", "ledger_key", "on_the_ledger", "max_age_s", "effective_max_age_s")
     search_fields = ("name",)
+    readonly_fields = ("ledger_key", "on_the_ledger", "ledger_document")
+    actions = ["download_ledger_document"]
+
+    @admin.display(description="ledger key")
+    def ledger_key(self, policy: PcrPolicy) -> str:
+        return pcr_policy_id(policy) if policy.pk else "—"
+
+    @admin.display(description="on the ledger")
+    def on_the_ledger(self, policy: PcrPolicy) -> str:
+        if not policy.pk:
+            return "—"
+        return ledger_standing(policy)
+
+    @admin.display(description="document to propose")
+    def ledger_document(self, policy: PcrPolicy) -> str:
+        if not policy.pk:
+            return "—"
+        document = json.dumps(pcr_policy_document(policy), indent=2, sort_keys=True)
+        command = (
+            f"wattlease policy propose pcr_policy {pcr_policy_id(policy)}.json "
+            f"--key {pcr_policy_id(policy)}"
+        )
+        return format_html(
+            "<pre>{}</pre><p>SHA-256 {}. One organisation's admin proposes it (<code>{}</code>,"
+            " the file from the action &ldquo;Download as a ledger policy document&rdquo;), an"
+            " admin of the other organisation reviews and approves it.</p>",
+            document,
+            document_digest(pcr_policy_document(policy)),
+            command,
+        )
+
+    @admin.action(description="Download as a ledger policy document (one policy)")
+    def download_ledger_document(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(
+                request, "select exactly one policy: a proposal holds one", messages.ERROR
+            )
+            return None
+        policy = queryset.get()
+        body = json.dumps(pcr_policy_document(policy), indent=2, sort_keys=True) + "\n"
+        response = HttpResponse(body, content_type="application/json")
+        name = f"{pcr_policy_id(policy)}.json"
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+
+def ledger_standing(policy: PcrPolicy) -> str:
+    """Whether the ledger's approved PCR policy under this policy's key is this copy."""
+    try:
+        record = approved_policy("pcr_policy", pcr_policy_id(policy))
+    except LedgerError as exc:
+        return f"ledger not readable: {exc}"
+    if record is None:
+        return "not approved: nodes with it cannot register"
+    if record["document"] == pcr_policy_document(policy):
+        return f"in force (version {record['version']})"
+    return (
+        f"differs from version {record['version']} in force: the endorsers check that one "
+        "until both organisations approve this copy"
+    )
 
 
 class GPUInline(admin.TabularInline):

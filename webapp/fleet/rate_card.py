@@ -7,14 +7,12 @@ refused every lease under the new one).
 
 Read from the ledger at most every RATE_CARD_REFRESH_S per process; when the ledger cannot
 be reached, the last version read stays in force (and the deployed one before any read).
-On the embedded ledger the policy's state key is read from the ledger file read-only, as a
-peer reads it (only the relay's process owns the engine); on Fabric, with GetPolicy."""
+How the approved record is read: webapp.outbox.ledger.approved_policy."""
 
 from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import threading
 import time
 from dataclasses import dataclass
@@ -23,16 +21,12 @@ from typing import Any
 
 from django.conf import settings
 
-from chaincode_client.interface import EndorsementError, LedgerError
-from ledger.canonical import loads
-from ledger.engine.store import SqliteState
-from ledger.governance import DEFAULT_KEY, policy_key
+from chaincode_client.interface import LedgerError
 from ledger.terms import DEPLOYED, RATE_CARD_KIND, RateCard, approved_rate_card
 from scheduler.catalogue import Catalogue, load_catalogue, parse_catalogue
-from webapp.outbox.ledger import ledger_client
+from webapp.outbox.ledger import approved_policy
 
 log = logging.getLogger(__name__)
-NO_POLICY = "governance.no_policy"
 
 
 @dataclass(frozen=True)
@@ -79,31 +73,8 @@ def forget() -> None:
         _read_at = float("-inf")
 
 
-def _approved_record() -> dict[str, Any] | None:
-    """The approved rate_card policy record on the ledger, or None when there is none."""
-    if settings.LEDGER_BACKEND == "embedded":
-        if not settings.LEDGER_PATH.exists():
-            return None
-        try:
-            state = SqliteState(settings.LEDGER_PATH)
-            try:
-                row = state.get(policy_key(RATE_CARD_KIND, DEFAULT_KEY))
-            finally:
-                state.close()
-        except sqlite3.Error as exc:
-            raise LedgerError(f"cannot read {settings.LEDGER_PATH}: {exc}") from None
-        return None if row is None else loads(row[0])
-    query = json.dumps({"kind": RATE_CARD_KIND})
-    try:
-        return loads(ledger_client().evaluate("GetPolicy", query))
-    except EndorsementError as exc:
-        if exc.reason == NO_POLICY:
-            return None
-        raise
-
-
 def _read_from_ledger() -> InForce:
-    record = _approved_record()
+    record = approved_policy(RATE_CARD_KIND)
     if record is None:
         return _DEPLOYED
     document = record["document"]

@@ -6,13 +6,21 @@ Embedded: this process owns the ledger file (one engine per file), so only the r
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import threading
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from chaincode_client.interface import LedgerClient
+from chaincode_client.interface import EndorsementError, LedgerClient, LedgerError
+from ledger.canonical import loads
+from ledger.engine.store import SqliteState
+from ledger.governance import DEFAULT_KEY, policy_key
+
+NO_POLICY = "governance.no_policy"
 
 _lock = threading.Lock()
 _client: LedgerClient | None = None
@@ -88,3 +96,30 @@ def close_ledger_client() -> None:
             if isinstance(_client, EmbeddedClient):  # this process owns the engine: close it
                 _client.engine.close()
             _client = None
+
+
+def approved_policy(kind: str, key: str = DEFAULT_KEY) -> dict[str, Any] | None:
+    """The policy record both organisations approved for (kind, key) (document, version,
+    proposer, approver), or None when the channel has none. Raises LedgerError when the
+    ledger cannot be read. On the embedded ledger the state key is read from the ledger file
+    read-only, as a peer reads it (only the relay's process owns the engine); on Fabric, with
+    GetPolicy."""
+    if settings.LEDGER_BACKEND == "embedded":
+        if not settings.LEDGER_PATH.exists():
+            return None
+        try:
+            state = SqliteState(settings.LEDGER_PATH)
+            try:
+                row = state.get(policy_key(kind, key))
+            finally:
+                state.close()
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot read {settings.LEDGER_PATH}: {exc}") from None
+        return None if row is None else dict(loads(row[0]))
+    query = json.dumps({"kind": kind, "key": key})
+    try:
+        return dict(loads(ledger_client().evaluate("GetPolicy", query)))
+    except EndorsementError as exc:
+        if exc.reason == NO_POLICY:
+            return None
+        raise
