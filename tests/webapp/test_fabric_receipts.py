@@ -31,7 +31,7 @@ from tests.webapp.helpers import console_login, drawn, place
 from webapp.core.demo_governance import admin_clients
 from webapp.leasing import actions
 from webapp.leasing.models import Lease, Settlement
-from webapp.leasing.scheduling import place_requested, settlement_of
+from webapp.leasing.scheduling import next_lines, open_interval, place_requested
 from webapp.outbox.ledger import close_ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
@@ -77,7 +77,7 @@ def settled_lease(fleet, tenant, attestation, ledger, node_agent):
     lease = Lease.objects.get(pk=lease.pk)
     start, end = lease.terms["start_ms"], int(lease.ended.timestamp() * 1000)
     assert node_agent.attest(drawn(fleet.gpus[:2], start, end, watts=300))["valid"]
-    actions.settle_lease(lease, settlement_of(lease, final=True), actor=ACTOR)
+    actions.settle_lease(lease, next_lines(lease, open_interval(lease)), actor=ACTOR)
     relay_all(ledger)
     return lease
 

@@ -17,7 +17,7 @@ from tests.webapp.helpers import drawn, line
 from webapp.attestation.models import Attestation
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
-from webapp.leasing.scheduling import settlement_of
+from webapp.leasing.scheduling import next_lines, open_interval
 from webapp.outbox.ledger import close_ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import overlap, relay_once, subjects
@@ -38,7 +38,7 @@ def test_attestation_lease_and_settlement_reach_the_ledger(
     # the node's next quote binds the readings of its GPUs while the lease ran
     start, end = lease.terms["start_ms"], int(lease.ended.timestamp() * 1000)
     assert node_agent.attest(drawn(fleet.gpus[:2], start, end, watts=300))["valid"]
-    (interval,) = settlement_of(lease, final=True)
+    (interval,) = next_lines(lease, open_interval(lease))
     assert interval.measured_mj == 2 * (end - start) * 300 > 0 and len(interval.batches) == 2
     amount = interval.line.total_micro
     actions.settle_lease(lease, [interval], actor=ACTOR)

@@ -21,7 +21,7 @@ from webapp.core.seed import gpu_uuid
 from webapp.fleet.models import GPU, Generation, Node
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease
-from webapp.leasing.scheduling import place_requested, settle_closed
+from webapp.leasing.scheduling import next_lines, open_interval, place_requested, settle_closed
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import Tenant
@@ -91,7 +91,12 @@ def test_a_lease_migrates_and_each_interval_is_settled_at_its_own_terms(
     assert moved.status_code == 200, moved.content
     lease.refresh_from_db()
     assert {g.generation.catalogue_id for g in lease.gpus.all()} == {"H100-SXM5-80GB"}
+    assert not lease.settlements.exists()  # its line waits for the settle pass
+    assert [m["until_ms"] for m in lease.unsettled_moves] == [lease.terms["start_ms"]]
+    assert settle_closed(actor=ACTOR) == 0  # no lease ended; the line before the move is in
+    lease.refresh_from_db()
     assert [s.generation for s in lease.settlements.all()] == ["A100-SXM4-80GB"]
+    assert lease.unsettled_moves == []
     actions.end_lease(lease, actor=ACTOR)
     settle_closed(actor=ACTOR)
     lease.refresh_from_db()
@@ -240,45 +245,114 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     )
 
 
-def test_a_move_waits_for_the_telemetry_of_the_interval_it_settles(
+def test_the_line_before_a_move_waits_for_and_bills_the_old_gpus_readings_up_to_the_move(
     fleet, tenant, node_agent, owner, ledger, h100_agent, settings
 ):
-    """The line settled at a move is measured on all of its readings: the move waits (at
-    most MIGRATE_TELEMETRY_WAIT_S) until a quote has attested every old GPU's readings past
-    the move."""
+    """The move answers at once; its interval's line is settled when a quote has attested the
+    old GPUs' readings past the move, so the energy they drew until the move is billed at the
+    old terms, even when it reaches the server after the move."""
     import time
 
     from ledger.readings import row_text
     from scheduler.telemetry.sample import TelemetrySample as Sample
-    from webapp.leasing.scheduling import MIGRATE_TELEMETRY_WAIT_S
 
     settings.TELEMETRY_SETTLE_WAIT_S = 60
     assert node_agent.attest()["valid"]
     relay_once(ledger)
-    moves = []
-    for hours in ("2", "3"):
-        lease = actions.request_lease(
-            owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(hours), actor=ACTOR
-        )
-        place_requested(actor=ACTOR)
-        relay_once(ledger)
-        lease.refresh_from_db()
-        gpus = list(lease.gpus.all())
-        if moves:  # this time a quote has already attested its GPUs' readings past the move
-            far = int(time.time() * 1000) + 3_600_000
-            rows = (Sample(g.uuid, far, 10**6, 300_000, 90, 50, 60).canonical() for g in gpus)
-            agent = node_agent if gpus[0].node_id == fleet.node.pk else h100_agent
-            assert agent.attest("".join(row_text(r) + "\n" for r in rows))["valid"]
-        target = (
-            "A100-SXM4-80GB"
-            if gpus[0].generation.catalogue_id != "A100-SXM4-80GB"
-            else ("H100-SXM5-80GB")
-        )
-        started = time.monotonic()
-        moved = owner.client.post(
-            f"/api/v1/leases/{lease.pk}/migrate/", {"generation": target}, format="json"
-        )
-        moves.append(time.monotonic() - started)
-        assert moved.status_code == 200, moved.content
-    assert moves[0] >= MIGRATE_TELEMETRY_WAIT_S  # nothing past the move came: it waited, then moved
-    assert moves[1] < 1, moves
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(2), actor=ACTOR
+    )
+    place_requested(actor=ACTOR)
+    relay_once(ledger)
+    lease.refresh_from_db()
+    (old,) = lease.gpus.all()
+    agents = {fleet.node.pk: node_agent, Node.objects.get(name="node-2").pk: h100_agent}
+    target = "A100-SXM4-80GB" if old.generation_id != "A100-SXM4-80GB" else "H100-SXM5-80GB"
+    start_ms = lease.terms["start_ms"]
+    time.sleep(0.05)
+
+    started = time.monotonic()
+    moved = owner.client.post(
+        f"/api/v1/leases/{lease.pk}/migrate/", {"generation": target}, format="json"
+    )
+    assert moved.status_code == 200, moved.content
+    assert time.monotonic() - started < 5  # nothing waits for telemetry in the request
+    lease.refresh_from_db()
+    until_ms = lease.unsettled_moves[0]["until_ms"]
+    assert settle_closed(actor=ACTOR) == 0
+    assert not lease.settlements.exists()  # the old GPU's readings past the move are not in
+
+    # the old node's next quote binds its GPU's readings from the start to past the move
+    rows = [
+        Sample(old.uuid, t, 10**6 + (t - start_ms) * 300, 300_000, 90, 50, 60).canonical()
+        for t in (start_ms, until_ms - 1, until_ms + 1_000)
+    ]
+    assert agents[old.node_id].attest("".join(row_text(r) + "\n" for r in rows))["valid"]
+    assert settle_closed(actor=ACTOR) == 0  # it has not ended: only the line before the move
+    lease.refresh_from_db()
+    (line,) = lease.settlements.all()
+    assert (line.generation, line.gpus, line.end_ms, line.final) == (
+        old.generation.catalogue_id,
+        [old.uuid],
+        until_ms,
+        False,
+    )
+    # 300 W between its readings inside the interval (ledger.readings: counter deltas)
+    assert line.measured_energy_mj == (until_ms - 1 - start_ms) * 300
+    assert lease.unsettled_moves == []
+    relay_once(ledger)  # the ledger takes the line after the move, at the old terms
+    assert not OutboxEntry.objects.exclude(status=OutboxEntry.DONE).exists()
+
+
+def test_an_ended_lease_is_settled_only_after_the_line_before_its_move(
+    fleet, tenant, node_agent, owner, ledger, h100_agent, settings
+):
+    """Lines are settled in order: a lease that ended while the line before its move waits
+    for telemetry is not closed ahead of it, and settle_lease refuses to."""
+    import time
+
+    from ledger.readings import row_text
+    from scheduler.telemetry.sample import TelemetrySample as Sample
+
+    settings.TELEMETRY_SETTLE_WAIT_S = 60
+    assert node_agent.attest()["valid"]
+    relay_once(ledger)
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(2), actor=ACTOR
+    )
+    place_requested(actor=ACTOR)
+    relay_once(ledger)
+    lease.refresh_from_db()
+    (old,) = lease.gpus.all()
+    agents = {fleet.node.pk: node_agent, Node.objects.get(name="node-2").pk: h100_agent}
+    target = "A100-SXM4-80GB" if old.generation_id != "A100-SXM4-80GB" else "H100-SXM5-80GB"
+    time.sleep(0.02)
+    moved = owner.client.post(
+        f"/api/v1/leases/{lease.pk}/migrate/", {"generation": target}, format="json"
+    )
+    assert moved.status_code == 200, moved.content
+    lease.refresh_from_db()
+    (new,) = lease.gpus.all()
+    time.sleep(0.02)
+    actions.end_lease(lease, actor=ACTOR)
+    lease.refresh_from_db()
+    with pytest.raises(actions.LeaseError, match="before a move is not settled"):
+        actions.settle_lease(lease, next_lines(lease, open_interval(lease)), actor=ACTOR)
+
+    def attest_past(gpu, t_ms: int) -> None:
+        row = Sample(gpu.uuid, t_ms + 1_000, 10**6, 300_000, 90, 50, 60).canonical()
+        assert agents[gpu.node_id].attest(row_text(row) + "\n")["valid"]
+
+    attest_past(new, int(lease.ended.timestamp() * 1000))  # the new GPU's readings are in
+    assert settle_closed(actor=ACTOR) == 0  # the old one's are not: nothing is settled
+    assert not lease.settlements.exists()
+    attest_past(old, lease.unsettled_moves[0]["until_ms"])
+    assert settle_closed(actor=ACTOR) == 1  # both lines, in order, in one pass
+    lease.refresh_from_db()
+    assert lease.state == states.SETTLED
+    assert [(s.seq, s.gpus, s.final) for s in lease.settlements.order_by("seq")] == [
+        (0, [old.uuid], False),
+        (1, [new.uuid], True),
+    ]
+    relay_once(ledger)
+    assert not OutboxEntry.objects.exclude(status=OutboxEntry.DONE).exists()

@@ -20,8 +20,9 @@ from webapp.leasing.models import Lease
 from webapp.leasing.scheduling import (
     apply_plan,
     build_plan_input,
+    next_lines,
+    open_interval,
     place_requested,
-    settlement_of,
 )
 from webapp.tenancy.models import Tenant
 
@@ -143,7 +144,7 @@ def test_settlement_is_the_schedulers_line_from_the_terms_and_attested_telemetry
     record_samples(s for s in samples if s.t_ms > start_ms + 30_000)
     lease.ended = datetime.fromtimestamp((start_ms + 60_000) / 1000, tz=UTC)
     lease.save()
-    (settlement,) = settlement_of(lease, final=True)
+    (settlement,) = next_lines(lease, open_interval(lease))
     assert settlement.measured_mj == 2 * 30 * 500_000  # what no quote attested is not billed
     assert [b.gpu for b in settlement.batches] == sorted(g.uuid for g in gpus)
     assert settlement.line == money.interval_line(

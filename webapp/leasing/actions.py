@@ -211,13 +211,37 @@ def _record_settlement(lease: Lease, interval: IntervalSettlement) -> Settlement
 
 def settle_lease(lease: Lease, intervals: Sequence[IntervalSettlement], *, actor: str) -> Lease:
     """Close the lease, settling what is left: the interval since it started or since its
-    last migration (intervals before a migration were settled when it moved)."""
+    last migration (the lines before each move come first: settle_move)."""
     if not intervals:
         raise LeaseError(f"lease {lease.pk}: a settlement needs at least one interval")
     with transaction.atomic():
         lease = _transition(lease.pk, states.SETTLED, actor)
+        if lease.unsettled_moves:
+            raise LeaseError(f"lease {lease.pk}: the interval before a move is not settled yet")
         for interval in intervals:
             _record_settlement(lease, interval)
+    return lease
+
+
+def settle_move(lease: Lease, intervals: Sequence[IntervalSettlement], *, actor: str) -> Lease:
+    """Settle the interval before the lease's oldest unsettled move, at the terms and on the
+    GPUs it had then (scheduling.next_lines made `intervals` for it)."""
+    with transaction.atomic():
+        lease = Lease.objects.select_for_update().get(pk=lease.pk)
+        if not lease.unsettled_moves:
+            raise LeaseError(f"lease {lease.pk} has no move whose interval is unsettled")
+        move = lease.unsettled_moves[0]
+        if not intervals or intervals[-1].end_ms != move["until_ms"] or intervals[-1].final:
+            raise LeaseError(
+                f"lease {lease.pk}: the lines before a move end at the move "
+                f"({move['until_ms']}) and are not final"
+            )
+        for interval in intervals:
+            _record_settlement(lease, interval)
+        lease.unsettled_moves = lease.unsettled_moves[1:]
+        lease.save(update_fields=["unsettled_moves"])
+        audit(actor, "lease.move_settled", lease, until_ms=move["until_ms"])
+        publish_on_commit("lease", id=lease.pk, state=lease.state)
     return lease
 
 
@@ -225,30 +249,36 @@ def migrate_lease(
     lease: Lease,
     gpus: Sequence[GPU],
     *,
-    settled_before: Sequence[IntervalSettlement],
     price: dict[str, Any],
     terms: dict[str, Any],
     attestations: Sequence[Attestation],
     moved_at: datetime,
     actor: str,
 ) -> Lease:
-    """Move a running lease to GPUs of another generation: the interval so far is settled at
-    the old terms, the rest of the lease runs (and is later settled) at the new ones."""
+    """Move a running lease to GPUs of another generation: the rest of the lease runs (and is
+    later settled) at the new terms; the interval before the move is settled later at the
+    old ones (settle_move), once its old GPUs' readings up to the move are attested."""
     with transaction.atomic():
         lease = Lease.objects.select_for_update().get(pk=lease.pk)
         states.check_migration(lease.pk, lease.state)
-        old = {g.generation_id for g in lease.gpus.all()}
-        if any(g.generation_id in old for g in gpus):
+        held = list(lease.gpus.all())
+        if any(g.generation_id in {h.generation_id for h in held} for g in gpus):
             raise LeaseError(f"lease {lease.pk} must move to another generation")
         _claim_gpus(lease, gpus)
-        for interval in settled_before:
-            _record_settlement(lease, interval)
+        lease.unsettled_moves = [
+            *lease.unsettled_moves,
+            {
+                "gpus": sorted(g.uuid for g in held),
+                "terms": lease.terms,
+                "until_ms": terms["start_ms"],  # the new terms begin where the old end
+            },
+        ]
         lease.gpus.set(gpus)
         lease.attestations.set(attestations)
         lease.price = price
-        lease.terms = terms  # from the move on; the line before it kept the old terms
+        lease.terms = terms  # from the move on; the interval before it keeps the old terms
         lease.price_total_micro = (lease.price_total_micro or 0) + money.Terms.of(terms).quote()
-        lease.interval_started = moved_at  # where `settled_before` ended
+        lease.interval_started = moved_at
         lease.save()
         audit(actor, "lease.migrated", lease, to=sorted(g.uuid for g in gpus))
         records.lease_migrated(lease, [a.pk for a in attestations])

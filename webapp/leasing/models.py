@@ -46,9 +46,13 @@ class Lease(models.Model):
     interval_started = models.DateTimeField(
         null=True,
         blank=True,
-        help_text="start of the interval not yet settled (moves on migration)",
+        help_text="when the current terms began: the start, or the last migration",
     )
     ended = models.DateTimeField(null=True, blank=True)
+    # The intervals before moves whose lines are still to come, oldest first: each line is
+    # settled once quotes attest its old GPUs' readings past the move (docs/billing.md,
+    # "Migration"), by the worker that settles closed leases. [{gpus, terms, until_ms}]
+    unsettled_moves = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created"]

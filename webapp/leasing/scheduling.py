@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ledger.money import MS_PER_HOUR, from_micro
@@ -28,10 +30,6 @@ from webapp.leasing.models import Lease
 log = logging.getLogger(__name__)
 
 PREVIEW_JOB_ID = "preview"
-# A move answers within this: telemetry batches land within seconds (the demo flushes every
-# 2 s); a GPU whose telemetry stopped is settled on what arrived, as at the end of a lease.
-MIGRATE_TELEMETRY_WAIT_S = 5
-TELEMETRY_POLL_S = 0.25
 LOADED_UTIL_PCT = 50  # only a reading under load tells what the GPU draws when working
 
 
@@ -247,77 +245,102 @@ def preview(**request: Any) -> dict[str, Any]:
     }
 
 
-def settlement_of(
-    lease: Lease, until: datetime | None = None, *, final: bool = False
-) -> list[scheduler.IntervalSettlement]:
-    """The scheduler's lines of the lease's open interval (from the end of its last line, or
-    the start of its terms) up to `until` (default: when it ended): one, or several when it
-    has more attested batches than one line may cite (scheduler.settle_lines); measured from
-    its GPUs' attested readings (docs/billing.md, "Attested telemetry"). Stored and relayed
-    as it is; nothing is recomputed here."""
+@dataclass(frozen=True)
+class OpenInterval:
+    """The next stretch of a lease to bill: before its oldest unsettled move (the GPUs and
+    terms it had then, up to the move), else up to its end (its GPUs and terms, final)."""
+
+    gpus: list[GPU]
+    terms: dict[str, Any]
+    end_ms: int
+    final: bool
+
+
+def open_interval(lease: Lease) -> OpenInterval | None:
+    """The lease's next interval to settle, or None while it has no end to settle up to (it
+    runs, and no move is waiting for its line)."""
+    if lease.unsettled_moves:
+        move = lease.unsettled_moves[0]
+        gpus = list(GPU.objects.filter(uuid__in=move["gpus"]).order_by("uuid"))
+        return OpenInterval(gpus, move["terms"], move["until_ms"], final=False)
+    if lease.ended is None:
+        return None
+    end_ms = int(lease.ended.timestamp() * 1000)
+    return OpenInterval(list(lease.gpus.all()), lease.terms, end_ms, final=True)
+
+
+def next_lines(lease: Lease, interval: OpenInterval) -> list[scheduler.IntervalSettlement]:
+    """The scheduler's lines of `interval`, from the end of the lease's last line (or the
+    start of the interval's terms): one, or several when it has more attested batches than one
+    line may cite (scheduler.settle_lines); measured from its GPUs' attested readings
+    (docs/billing.md, "Attested telemetry"). Stored and relayed as they are; nothing is
+    recomputed here."""
     last = lease.settlements.order_by("-seq").first()
-    start_ms = last.end_ms if last else lease.terms["start_ms"]
-    end_ms = max(start_ms, int((until or lease.ended).timestamp() * 1000))
-    gpus = list(lease.gpus.all())
+    start_ms = last.end_ms if last else interval.terms["start_ms"]
+    end_ms = max(start_ms, interval.end_ms)
     return scheduler.settle_lines(
         str(lease.ledger_id),
         lease.settlements.count(),
-        lease.terms,
-        attested_batches(gpus, start_ms, end_ms),
+        interval.terms,
+        attested_batches(interval.gpus, start_ms, end_ms),
         start_ms,
         end_ms,
-        final=final,
+        final=interval.final,
     )
 
 
 def settle_closed(*, actor: str) -> int:
-    """Settle every lease that stopped drawing energy (ended, preempted, failed while
-    running). Returns how many were settled."""
+    """Settle what is due: the interval before each move once its readings are in, and every
+    lease that stopped drawing energy (ended, preempted, failed while running). Returns how
+    many leases were settled to their end."""
     done = 0
-    closing = Lease.objects.filter(
+    closing = Q(
         state__in=(states.ENDING, states.PREEMPTED, states.FAILED),
         started__isnull=False,
         ended__isnull=False,
     )
-    for lease_id in list(closing.values_list("pk", flat=True)):
+    moved = ~Q(unsettled_moves=[])  # a move whose line is still to come
+    due = Lease.objects.filter(closing | moved)
+    for lease_id in list(due.values_list("pk", flat=True)):
         try:
             with transaction.atomic():
                 # claim: a lease another worker is settling is skipped, not waited for
-                lease = closing.select_for_update(skip_locked=True).filter(pk=lease_id).first()
+                lease = due.select_for_update(skip_locked=True).filter(pk=lease_id).first()
                 if lease is None:
                     continue  # settled meanwhile, or another worker holds it
-                if not _telemetry_in(lease):
-                    continue  # a later pass settles it on all of its readings
-                actions.settle_lease(lease, settlement_of(lease, final=True), actor=actor)
-            done += 1
+                done += _settle_due(lease, actor)
         except Exception:
             log.exception("could not settle lease %s", lease_id)
     return done
 
 
-def _telemetry_in(lease: Lease) -> bool:
-    """Whether quotes have bound the readings of the lease's GPUs up to its end, so its final
-    line measures all of them (docs/billing.md, "Attested telemetry"); after
-    TELEMETRY_SETTLE_WAIT_S it is settled on what was attested (a GPU whose node stopped
-    quoting would keep it from ever being billed)."""
-    assert lease.ended is not None
-    waited = timezone.now() - lease.ended >= timedelta(seconds=settings.TELEMETRY_SETTLE_WAIT_S)
-    end_ms = int(lease.ended.timestamp() * 1000)
-    return waited or attested_through(list(lease.gpus.all()), end_ms)
+def _settle_due(lease: Lease, actor: str) -> int:
+    """Settle the lease's intervals in order while their telemetry is in; 1 when that
+    reached its end (the lease is settled), else 0."""
+    while (interval := open_interval(lease)) is not None and _telemetry_in(interval):
+        lines = next_lines(lease, interval)
+        if interval.final:
+            actions.settle_lease(lease, lines, actor=actor)
+            return 1
+        lease = actions.settle_move(lease, lines, actor=actor)
+    return 0  # a later pass settles the rest on all of its readings
 
 
-def _await_telemetry(gpus: list[GPU], t_ms: int) -> None:
-    """Wait (at most MIGRATE_TELEMETRY_WAIT_S, and never longer than TELEMETRY_SETTLE_WAIT_S)
-    for an attested batch that holds `t_ms` on every one of `gpus`: the interval settled
-    before a move is then measured on all of its readings, as a final line is."""
-    deadline = time.monotonic() + min(settings.TELEMETRY_SETTLE_WAIT_S, MIGRATE_TELEMETRY_WAIT_S)
-    while not attested_through(gpus, t_ms) and time.monotonic() < deadline:
-        time.sleep(TELEMETRY_POLL_S)
+def _telemetry_in(interval: OpenInterval) -> bool:
+    """Whether quotes have bound the readings of the interval's GPUs up to its end, so its
+    line measures all of them (docs/billing.md, "Attested telemetry"); TELEMETRY_SETTLE_WAIT_S
+    after its end it is settled on what was attested (a GPU whose node stopped quoting would
+    keep it from ever being billed)."""
+    waited_ms = settings.TELEMETRY_SETTLE_WAIT_S * 1000
+    if time.time() * 1000 - interval.end_ms >= waited_ms:
+        return True
+    return attested_through(interval.gpus, interval.end_ms)
 
 
 def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     """Move an active lease to free, attested GPUs of `generation`, chosen and priced by the
-    scheduler for the work that is left; the interval so far is settled at the old terms."""
+    scheduler for the work that is left; the interval so far is settled at the old terms by
+    the next settle pass after its readings are attested (settle_closed)."""
     states.check_migration(lease.pk, lease.state)  # before reading its running interval
     data, attested = build_plan_input()
     elapsed_h = Decimal((timezone.now() - lease.interval_started).total_seconds()) / 3600
@@ -344,12 +367,6 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     placement = plan.placements[0]
     gpus = list(GPU.objects.filter(uuid__in=placement.gpus))
     now = timezone.now()
-    _await_telemetry(list(lease.gpus.all()), int(now.timestamp() * 1000))
     return actions.migrate_lease(
-        lease,
-        gpus,
-        settled_before=settlement_of(lease, until=now),
-        **_terms(placement, lease, gpus, attested, now),
-        moved_at=now,
-        actor=actor,
+        lease, gpus, **_terms(placement, lease, gpus, attested, now), moved_at=now, actor=actor
     )
