@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -75,6 +76,20 @@ def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str]
             print(f"  node {n + 1}/{nodes} registered and attested", end="\r", file=sys.stderr)
         print(file=sys.stderr)
         return gpus[:leases], att_of
+
+
+def create_call(uuid: str, *, att_of: dict, start_ms: int) -> tuple[str, str]:
+    """CreateLease of one lease on GPU `uuid`, from `start_ms`, relying on its node's quote."""
+    return "CreateLease", lease_request(f"L-{uuid}", [uuid], [att_of[uuid]], start_ms=start_ms)
+
+
+def settle_call(uuid: str, *, start_ms: int) -> tuple[str, str]:
+    """Settle of that lease's one bill line: its first hour at 300 W, final, citing the GPU's
+    attested batch."""
+    terms = lease_terms([uuid], start_ms=start_ms)
+    end = start_ms + HOUR_MS
+    line = settle_request(f"L-{uuid}", 0, terms, start_ms, end, 300 * HOUR_MS, final=True)
+    return "Settle", json.dumps(line)
 
 
 def submit_all(
@@ -144,15 +159,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
     for key in ledger.timings:
         ledger.timings[key] = 0.0
     start_ms = now_ms() - 2 * HOUR_MS  # settled lines end an hour before the ledger's clock
-
-    def create(uuid: str) -> tuple[str, str]:
-        return "CreateLease", lease_request(f"L-{uuid}", [uuid], [att_of[uuid]], start_ms=start_ms)
-
-    def settle(uuid: str) -> tuple[str, str]:
-        terms = lease_terms([uuid], start_ms=start_ms)
-        end = start_ms + HOUR_MS
-        line = settle_request(f"L-{uuid}", 0, terms, start_ms, end, 300 * HOUR_MS, final=True)
-        return "Settle", json.dumps(line)
+    create = partial(create_call, att_of=att_of, start_ms=start_ms)
+    settle = partial(settle_call, start_ms=start_ms)
 
     if args.fn == "settle":
         print(f"creating {len(gpus)} leases to settle (not timed) ...", file=sys.stderr)

@@ -1,11 +1,14 @@
-"""Where a CreateLease transaction's CPU time goes, measured without thread contention.
+"""Where a CreateLease (or Settle) transaction's CPU time goes, measured without thread
+contention.
 
-    python bench/ledger_profile.py --leases 1000 [--cprofile]
+    python bench/ledger_profile.py --leases 1000 [--fn settle] [--cprofile]
 
-Endorses N CreateLease proposals one after another in one thread (client signing, creator
-check, simulation through the contract API, both orgs' signatures), then commits them as
-blocks of --block-size (validation incl. 3 signature checks a transaction, SQLite). Prints
-CPU microseconds per transaction for each stage.
+Endorses N proposals one after another in one thread (client signing, creator check,
+simulation through the contract API, both orgs' signatures), then commits them as blocks of
+--block-size (validation incl. 3 signature checks a transaction, SQLite). Prints CPU
+microseconds per transaction for each stage. With --fn settle, the N leases are created first
+(not measured) and each is then settled with one bill line citing its GPU's attested batch,
+as `ledger_bench.py --fn settle` does.
 """
 
 from __future__ import annotations
@@ -20,20 +23,23 @@ import sys
 import tempfile
 import time
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ledger_bench import setup
+from bench.ledger_bench import HOUR_MS, create_call, settle_call, setup
+from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
 from ledger.engine.endorser import make_proposal
-from tests.ledger.helpers import lease_request
+from tests.ledger.helpers import now_ms
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--leases", type=int, default=1000)
     parser.add_argument("--block-size", type=int, default=250)
+    parser.add_argument("--fn", choices=["create", "settle"], default="create")
     parser.add_argument("--cprofile", action="store_true")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="ledger-profile-"))
@@ -42,6 +48,15 @@ def main() -> None:
     gpus, att_of = setup(ledger, args.leases, workdir)
     identity = ledger.enroll("Org1MSP", "profile")
     n = len(gpus)
+    start_ms = now_ms() - 2 * HOUR_MS  # settled lines end an hour before the ledger's clock
+    create = partial(create_call, att_of=att_of, start_ms=start_ms)
+    make = create
+    if args.fn == "settle":
+        print(f"creating {n} leases to settle (not measured) ...", file=sys.stderr)
+        client = EmbeddedClient(ledger, identity)
+        pending = [client.submit_async(*create(u)) for u in gpus]
+        assert all(p.receipt().valid for p in pending)
+        make = partial(settle_call, start_ms=start_ms)
     profile = cProfile.Profile() if args.cprofile else None
     stages: dict[str, float] = {}
 
@@ -58,15 +73,8 @@ def main() -> None:
     proposals = timed(
         "client: build + sign proposal",
         lambda: [
-            make_proposal(
-                identity,
-                ledger.channel,
-                "CreateLease",
-                [lease_request(f"L-{u}", [u], [att_of[u]])],
-                time.time_ns(),
-                os.urandom(24),
-            )
-            for u in gpus
+            make_proposal(identity, ledger.channel, fn, [request], time.time_ns(), os.urandom(24))
+            for fn, request in map(make, gpus)
         ],
     )
     for endorser in ledger.endorsers:

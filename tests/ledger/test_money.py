@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ledger.money import (
     MAX_ENERGY_MJ,
     MJ_PER_KWH,
+    Line,
     MoneyError,
     Terms,
     div_half_even,
@@ -125,3 +126,10 @@ def test_to_micro_refuses_floats_and_non_numbers(bad):
 def test_rejects_non_integer_or_out_of_range_energy(bad):
     with pytest.raises((TypeError, ValueError), match="energy_mj"):
         energy_micro(bad, 1000, 1)
+
+
+def test_a_line_as_dict_names_every_field_of_the_line():
+    import dataclasses
+
+    line = Line(1, 2, 3, -1, 4)
+    assert line.as_dict() == dataclasses.asdict(line)
