@@ -187,6 +187,17 @@ def test_migrate_to_an_unknown_generation_names_it(owner_login, fleet):
     assert Lease.objects.get(pk=lease.pk).state == states.ACTIVE
 
 
+def test_a_line_still_to_come_before_a_move_is_announced(owner_login, fleet):
+    lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
+    page = owner_login.client.get(f"/console/leases/{lease.pk}/").content.decode()
+    assert "To come" not in page
+    move = {"gpus": [g.uuid for g in fleet.gpus[:2]], "terms": lease.terms, "until_ms": 1_000}
+    Lease.objects.filter(pk=lease.pk).update(unsettled_moves=[move])
+    page = owner_login.client.get(f"/console/leases/{lease.pk}/").content.decode()
+    generation = lease.terms["generation"]
+    assert f"the line up to the move at 1970-01-01 00:00:01 UTC, at the {generation} terms" in page
+
+
 def test_live_progress_of_the_tenants_leases(owner_login, fleet, settings):
     settings.LEASE_HOUR_S = 1  # one leased hour per second: a 1-hour lease is done at once
     lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
+from typing import Any
 
 from django.db import models
 
@@ -57,6 +59,17 @@ class Lease(models.Model):
     class Meta:
         ordering = ["-created"]
         indexes = [models.Index(fields=["state"]), models.Index(fields=["tenant", "-created"])]
+
+    def lines_to_come(self) -> list[dict[str, Any]]:
+        """Each move whose line before it is still to be settled: when it moved, and the
+        generation whose terms that line is priced at."""
+        return [
+            {
+                "until": datetime.fromtimestamp(move["until_ms"] / 1000, tz=UTC),
+                "generation": move["terms"]["generation"],
+            }
+            for move in self.unsettled_moves
+        ]
 
     def __str__(self) -> str:
         return f"lease {self.pk} ({self.tenant}, {self.gpu_count}×{self.precision}, {self.state})"
