@@ -3,10 +3,12 @@
 `cryptography` parses a certificate's names lazily: a name attribute whose value has an ASN.1
 tag it has no string type for raises a bare KeyError when the subject or issuer is first
 read (CI's fuzz test of the Fabric receipt verifier met one, tag 76, in a mutated block's
-orderer identity), and an unknown X.509 version raises InvalidVersion, which is no
-ValueError. `read_certificate` reads both names up front and answers CertificateDefect naming
-the field, so the Fabric receipt verifier (ledger.fabric_trust) and the embedded engine's MSP
-(ledger.engine.msp) report a defect where they would have crashed.
+orderer identity), a BIT STRING value under any attribute but X500UniqueIdentifier raises
+TypeError (the fuzz test of this module met it), and an unknown X.509 version raises
+InvalidVersion, which is no ValueError. `read_certificate` reads both names up front and
+answers CertificateDefect naming the field, so the Fabric receipt verifier
+(ledger.fabric_trust) and the embedded engine's MSP (ledger.engine.msp) report a defect where
+they would have crashed.
 """
 
 from __future__ import annotations
@@ -33,6 +35,6 @@ def read_certificate(pem: bytes) -> x509.Certificate:
             raise CertificateDefect(
                 f"{part}: an attribute value has ASN.1 tag {exc.args[0]}, not a string type"
             ) from None
-        except ValueError as exc:
+        except (ValueError, TypeError) as exc:
             raise CertificateDefect(f"{part}: {exc}") from None
     return cert

@@ -72,3 +72,12 @@ def test_the_embedded_msp_refuses_a_creator_whose_issuer_it_cannot_read(cas):
         MspError, match=re.escape("does not parse: issuer: an attribute value has ASN.1 tag 76")
     ):
         msp.public_key("Org1MSP", forged)
+
+
+def test_names_a_bit_string_value_under_a_name_attribute(cas):
+    der = peer_der(cas)
+    issuer_cn = b"ca.Org1MSP"
+    at = der.index(bytes([0x0C, len(issuer_cn)]) + issuer_cn)  # the issuer's CN, a UTF8String
+    forged = der[:at] + bytes([0x03]) + der[at + 1 :]  # now a BIT STRING
+    with pytest.raises(CertificateDefect, match="issuer: oid must be X500_UNIQUE_IDENTIFIER"):
+        read_certificate(der_to_pem(forged))
