@@ -50,11 +50,17 @@ def check_node_gpus(node: dict[str, Any], telemetry: dict[str, str]) -> None:
         )
 
 
+def mark_key(gpu: str, digest: str) -> str:
+    """The state key saying which valid quote attested GPU `gpu`'s batch `digest`: written by
+    that RecordAttestation, read by Settle, found by receipts and by audit-bill."""
+    return f"{ATTESTED_TELEMETRY}{gpu}:{digest}"
+
+
 async def record(stub: Any, node_id: str, attestation_id: str, telemetry: dict[str, str]) -> None:
     """Index the batches a valid quote attested."""
     for gpu, digest in telemetry.items():
         mark = {"attestation_id": attestation_id, "node_id": node_id}
-        await put_json(stub, f"{ATTESTED_TELEMETRY}{gpu}:{digest}", mark)
+        await put_json(stub, mark_key(gpu, digest), mark)
 
 
 def parse_batches(req: dict[str, Any]) -> list[readings.Batch]:
@@ -103,7 +109,7 @@ async def check_line(stub: Any, terms: dict[str, Any], req: dict[str, Any]) -> N
                 f"line's terms do not hold ({sorted(held)})"
             )
         gpu = await get_json(stub, GPU + batch.gpu)
-        mark = await get_json(stub, f"{ATTESTED_TELEMETRY}{batch.gpu}:{batch.digest}")
+        mark = await get_json(stub, mark_key(batch.gpu, batch.digest))
         if mark is None or gpu is None or mark["node_id"] != gpu["node_id"]:
             by = f" (attested by node {mark['node_id']})" if mark else ""
             raise ContractError(

@@ -101,6 +101,14 @@ class _Chain:
         )
         return found
 
+    def values(self, prefix: str) -> list[bytes]:
+        """The current values of the keys starting with `prefix`, in key order."""
+        rows = self.conn.execute(
+            "SELECT value FROM state WHERE key >= ? AND key < ? ORDER BY key",
+            (prefix, prefix + RANGE_END),
+        )
+        return [bytes(value) for (value,) in rows]
+
     def state(self) -> dict[str, tuple[bytes, tuple[int, int]]]:
         return {
             k: (bytes(v), (b, t))

@@ -16,6 +16,10 @@ receipt` writes it). A line holds when:
   interval, whose written line re-derives from the lease terms written beside it
   (ledger.money, the contract's own arithmetic);
 - every figure of the bill line equals the ledger's;
+- every batch of readings the line cites was attested by a quote the ledger recorded valid:
+  the receipt holds the RecordAttestation, marked VALID, that wrote the batch's
+  attested-telemetry key and its attestation record with `valid: true` (the receipt
+  exporters include it: ledger.receipt.cited_marks);
 - with `--readings DIR`, the readings behind the line (`DIR/<lease>/<seq>.csv`, the canonical
   rows of the attested batches it cites) split into those batches and re-hash to them and to
   the line's telemetry digest, and their counters inside the interval add up to its measured
@@ -32,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from ledger import readings as telemetry
-from ledger.contract_state import SETTLEMENT
+from ledger.attested_telemetry import mark_key
+from ledger.contract_state import ATTESTATION, ATTESTED_TELEMETRY, SETTLEMENT
 from ledger.receipt import check_settlement, load_receipt
 from ledger.receipt_trust import TrustAnchors, TrustError, load_trust, transaction
 
@@ -116,6 +121,7 @@ class Auditor:
     ) -> None:
         self.receipts, self.trust, self.readings = receipts, trust, readings
         self._checked: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
+        self._attested: dict[str, set[str]] = {}
 
     def receipt(self, lease: str) -> tuple[dict[str, Any] | None, list[str]]:
         """The lease's receipt and what is wrong with it as a whole (cached per lease)."""
@@ -165,9 +171,21 @@ class Auditor:
             mine, theirs = view.get(name), record.get(ledger_name)
             if mine != theirs:
                 verdict.reasons.append(f"{name} {mine} differs from the ledger's {theirs}")
+        verdict.reasons.extend(self._unattested(verdict.lease, receipt, record))
         if self.readings is not None:
             verdict.reasons.extend(self._readings(verdict, record))
         return verdict
+
+    def _unattested(self, lease: str, receipt: dict[str, Any], record: dict[str, Any]) -> list[str]:
+        """A reason for each batch the line cites that no valid quote in the receipt
+        attested."""
+        if lease not in self._attested:
+            self._attested[lease] = attested_marks(receipt)
+        return [
+            f"batch {b['digest'][:16]}... of GPU {b['gpu']}: no quote in the receipt attested it"
+            for b in record.get("telemetry_batches", [])
+            if mark_key(b["gpu"], b["digest"]) not in self._attested[lease]
+        ]
 
     def _readings(self, verdict: LineVerdict, record: dict[str, Any]) -> list[str]:
         try:
@@ -192,6 +210,32 @@ class Auditor:
         if energy != record["measured_mj"]:
             out.append(f"readings add up to {energy} mJ, the ledger has {record['measured_mj']}")
         return out
+
+
+def attested_marks(receipt: dict[str, Any]) -> set[str]:
+    """The attested-telemetry keys written by RecordAttestations of the receipt that are
+    VALID, recorded the quote valid, and name themselves as the attesting quote."""
+    marks = set()
+    for entry in receipt.get("transactions", []):
+        tx_id = entry.get("tx_id") if isinstance(entry, dict) else None
+        if not isinstance(tx_id, str):
+            continue
+        tx = transaction(receipt, tx_id)
+        if tx is None or not tx.valid or tx.fn != "RecordAttestation":
+            continue
+        try:
+            if not json.loads(tx.writes.get(ATTESTATION + tx_id) or b"{}").get("valid"):
+                continue  # an invalid quote attests nothing
+            marks |= {
+                key
+                for key, value in tx.writes.items()
+                if key.startswith(ATTESTED_TELEMETRY)
+                and value
+                and json.loads(value).get("attestation_id") == tx_id
+            }
+        except (ValueError, AttributeError):
+            continue  # not what the contract writes: attests nothing
+    return marks
 
 
 def _settlement(

@@ -25,6 +25,7 @@ from ledger.contract_attestation import AttestationFunctions
 from ledger.contract_governance import GOVERNANCE_QUERIES, GovernanceFunctions
 from ledger.contract_state import (
     ATTESTATION,
+    ATTESTED_TELEMETRY,
     CHALLENGE,
     CLOCK,
     GPU,
@@ -55,6 +56,7 @@ CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
 HISTORY_KEY_PREFIXES = (
     *(NODE, GPU, GPU_LEASE, CLOCK, ATTESTATION, NONCE, CHALLENGE, LEASE),
+    ATTESTED_TELEMETRY,  # which quote attested a batch a bill line cites (receipts)
     *(POLICY, PROPOSAL),  # who proposed and approved each version of a policy
 )
 QUERIES = [

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.contract_state import ATTESTED_TELEMETRY, SETTLEMENT
 from ledger.fabric_block import (
     MAX_BLOCK_BYTES,
     VALID_CODE,
@@ -37,7 +38,7 @@ from ledger.fabric_trust import (
     identity,
     parse_roots,
 )
-from ledger.receipt import ReceiptTx, check_settlement
+from ledger.receipt import ReceiptTx, check_settlement, cited_marks
 
 FORMAT = "fabric/1"
 ENDORSER_TRANSACTION = 3  # common.HeaderType
@@ -241,7 +242,9 @@ def _json_object(raw: bytes, what: str) -> dict[str, Any]:
 @dataclass
 class _Facts:
     """What the lease's transactions say, gathered to check the receipt is about the lease and
-    complete: every attestation and node it relied on shown, nothing unrelated."""
+    complete: every attestation and node it relied on shown, nothing unrelated (an
+    attestation is related when the lease relied on it or its quote bound readings a line of
+    the lease cites)."""
 
     lease_id: str
     created: bool = False
@@ -251,6 +254,8 @@ class _Facts:
     nodes: set[str] = field(default_factory=set)
     lease_txs: set[str] = field(default_factory=set)  # CreateLease/MigrateLease tx ids shown
     named_txs: set[str] = field(default_factory=set)  # ... and those the lease records name
+    cited: set[str] = field(default_factory=set)  # attested-telemetry keys its lines cite
+    marked: dict[str, set[str]] = field(default_factory=dict)  # attestation -> keys it wrote
 
     def add(self, tx: EndorserTx) -> list[str]:
         fn = tx.fn.rsplit(":", 1)[-1]  # a contract-qualified name, `wattlease:Settle`
@@ -287,11 +292,15 @@ class _Facts:
         elif fn == "Settle":
             # the line re-derived from the lease terms the transaction wrote beside it, as
             # for the embedded ledger's receipts
+            prefix = f"\x00{SETTLEMENT}\x00"
+            lines = [json.loads(v) for k, v in writes.items() if k.startswith(prefix) and v]
+            self.cited |= set(cited_marks(lines))
             return check_settlement(f"Settle {tx_id[:12]}", writes)
         elif fn == "RecordAttestation":
             if result["attestation_id"] != tx_id:
                 return [f"attestation id {result['attestation_id']!r} is not its tx id"]
             self.atts[tx_id] = result["valid"] is True
+            self.marked[tx_id] = {k for k in writes if k.startswith(ATTESTED_TELEMETRY)}
         elif fn in NODE_FNS:
             self.nodes.add(req["node_id"])
         else:
@@ -306,7 +315,11 @@ class _Facts:
             elif not self.atts[att]:
                 defects.append(f"attestation {att} the lease relied on has an invalid verdict")
         for att in sorted(set(self.atts) - self.needed_atts):
-            defects.append(f"attestation {att} is in the receipt but the lease did not rely on it")
+            if not self.marked.get(att, set()) & self.cited:
+                defects.append(
+                    f"attestation {att} is in the receipt but the lease neither relied on it "
+                    "nor cites readings it attested"
+                )
         for node in sorted(self.needed_nodes - self.nodes):
             defects.append(f"the registration of node {node} is not in the receipt")
         for node in sorted(self.nodes - self.needed_nodes):

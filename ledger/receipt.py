@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ledger import billing, money
+from ledger.attested_telemetry import mark_key
 from ledger.audit import _Chain
 from ledger.contract_state import ATTESTATION, CHALLENGE, LEASE, NODE, SETTLEMENT, ContractError
 from ledger.engine.msp import ChannelMsp
@@ -38,7 +40,8 @@ MAX_RECEIPT_BYTES = 64 * 1024 * 1024
 def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
     """The receipt of one lease. Its transactions are found through the key-history index:
     those that wrote the lease (creation, migrations, end; the only ones that claim or free
-    its GPUs), its settlements, the attestations it relied on and its nodes' registrations."""
+    its GPUs), its settlements, the attestations it relied on, the quotes that attested the
+    readings its bill lines cite, and its nodes' registrations."""
     chain = _Chain(path)
     if chain.value(LEASE + lease_id) is None:
         raise KeyError(f"lease {lease_id} is not on this ledger")
@@ -50,12 +53,14 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
         lease = json.loads(version)
         atts |= set(lease["attestation_ids"])
         nodes |= {g["node_id"] for g in lease["gpus"]}
+    settlements = f"\x00{SETTLEMENT}\x00{lease_id}\x00"
     keys = [LEASE + lease_id]
     keys += [ATTESTATION + att for att in sorted(atts)]
+    keys += cited_marks(json.loads(line) for line in chain.values(settlements))
     # the challenge each attestation answered: its issue time is the attestation's age
     keys += [CHALLENGE + _nonce_of(chain, att) for att in sorted(atts)]
     keys += [NODE + node for node in sorted(nodes)]
-    wanted = chain.writers(keys, prefix=f"\x00{SETTLEMENT}\x00{lease_id}\x00")
+    wanted = chain.writers(keys, prefix=settlements)
     blocks = {block for block, _ in wanted}
     headers, entries = [], []
     for number, prev_hash, data_hash, block_hash, _ in chain.blocks():
@@ -91,6 +96,14 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
         "headers": headers,
         "transactions": entries,
     }
+
+
+def cited_marks(lines: Iterable[dict[str, Any]]) -> list[str]:
+    """The attested-telemetry keys of the batches bill lines cite: the RecordAttestation that
+    wrote each is the quote behind the line's readings."""
+    return sorted(
+        {mark_key(b["gpu"], b["digest"]) for line in lines for b in line["telemetry_batches"]}
+    )
 
 
 def _nonce_of(chain: _Chain, att_id: str) -> str:

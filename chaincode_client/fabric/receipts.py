@@ -2,10 +2,11 @@
 
 The lease's transactions are found through the contract's own queries: the history of
 `lease:ID` (creation, migrations, end), its settlements, the history of every attestation it
-relied on (`att:ID`) and of every node whose GPUs it held (`node:ID`). Each block holding one
-is fetched from the peer's ledger through the `qscc` system chaincode (`GetBlockByTxID`),
-raw, so `python -m ledger verify-receipt FILE --trust ROOTS.pem` re-checks it offline with
-nothing but the channel's roots (`ledger.fabric_receipt`).
+relied on (`att:ID`), of the quote that attested each batch of readings its bill lines cite
+(`attested-telemetry:GPU:DIGEST`) and of every node whose GPUs it held (`node:ID`). Each
+block holding one is fetched from the peer's ledger through the `qscc` system chaincode
+(`GetBlockByTxID`), raw, so `python -m ledger verify-receipt FILE --trust ROOTS.pem`
+re-checks it offline with nothing but the channel's roots (`ledger.fabric_receipt`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Protocol
 from ledger.contract_state import ATTESTATION, LEASE, NODE
 from ledger.fabric_block import BlockFormatError, envelope_tx_id, parse_block
 from ledger.fabric_receipt import FORMAT
+from ledger.receipt import cited_marks
 
 QSCC = "qscc"
 QSCC_BLOCK_BY_TX = "GetBlockByTxID"
@@ -50,8 +52,10 @@ def lease_tx_ids(client: Evaluator, lease_id: str) -> list[str]:
         gpus = lease["gpus"] + [g for m in lease["migrations"] for g in m["from"]]
         nodes |= {g["node_id"] for g in gpus}
     tx_ids = [v["tx_id"] for v in versions]
-    tx_ids += [s["tx_id"] for s in _query(client, "GetSettlements", lease_id=lease_id)]
-    for key in [ATTESTATION + a for a in sorted(atts)] + [NODE + n for n in sorted(nodes)]:
+    lines = _query(client, "GetSettlements", lease_id=lease_id)
+    tx_ids += [s["tx_id"] for s in lines]
+    keys = [ATTESTATION + a for a in sorted(atts)] + cited_marks(lines)
+    for key in keys + [NODE + n for n in sorted(nodes)]:
         tx_ids += [v["tx_id"] for v in _query(client, "GetHistory", key=key)]
     return list(dict.fromkeys(tx_ids))  # a transaction that wrote two keys is listed once
 

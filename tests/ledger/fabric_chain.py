@@ -104,10 +104,11 @@ class Channel:
         result: dict[str, Any] | Callable[[str], dict[str, Any]] | None = None,
         endorsers: tuple[tuple[Identity, Signer], ...] | None = None,
         msp_id: str = "Org1MSP",
-        writes: dict[str, bytes | None] | None = None,
+        writes: dict[str, bytes | None] | Callable[[str], dict[str, bytes | None]] | None = None,
     ) -> tuple[str, bytes]:
-        """(tx id, envelope) of `fn(request)` answered with `result`, endorsed by a peer of
-        each organisation (or `endorsers`), signed by a client of `msp_id`."""
+        """(tx id, envelope) of `fn(request)` answered with `result`, writing `writes` (or
+        what `writes(tx_id)` gives), endorsed by a peer of each organisation (or
+        `endorsers`), signed by a client of `msp_id`."""
         identity, signer = self.clients[msp_id]
         signed = build_proposal(
             identity, signer, CHANNEL, CHAINCODE, fn, (json.dumps(request, sort_keys=True),)
@@ -116,6 +117,8 @@ class Channel:
         header = common_pb2.Header.FromString(proposal.header)
         if callable(result):  # an answer that names the transaction (an attestation's id)
             result = result(signed.tx_id)
+        if callable(writes):
+            writes = writes(signed.tx_id)
         answer = json.dumps(result if result is not None else request, sort_keys=True).encode()
         kv = kv_rwset_pb2.KVRWSet(
             writes=[

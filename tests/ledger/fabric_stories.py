@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.attested_telemetry import mark_key
 from ledger.canonical import dumps
+from ledger.contract_state import ATTESTATION, SEQ_DIGITS, SETTLEMENT
 from ledger.contract_state import LEASE as LEASE_KEY
-from ledger.contract_state import SEQ_DIGITS, SETTLEMENT
 from tests.ledger.fabric_chain import Channel, receipt
-from tests.ledger.helpers import A100, lease_terms
+from tests.ledger.helpers import A100, batches_for, lease_terms
 from tests.ledger.helpers import settle_request as line_request
 
 LEASE = "lease-1"
@@ -44,16 +45,29 @@ def settlement_key(seq: int) -> str:
     return f"\x00{SETTLEMENT}\x00{LEASE}\x00{str(seq).zfill(SEQ_DIGITS)}\x00"
 
 
-def lease_story(settle: dict[str, Any] | None = None, **create: Any) -> Story:
+def lease_story(
+    settle: dict[str, Any] | None = None, attests_readings: bool = True, **create: Any
+) -> Story:
     """A node registered, attested, leased, the lease ended and settled; another lease's
-    transaction shares a block with the attestation."""
+    transaction shares a block with the attestation, whose quote bound the readings the line
+    cites (`attests_readings=False`: it bound none)."""
     chain = Channel()
     register = chain.tx("RegisterNode", {"node_id": NODE}, {"node_id": NODE, "gpus": [GPU]})
-    attest = chain.tx(
-        "RecordAttestation",
-        {"node_id": NODE},
-        lambda tx_id: {"attestation_id": tx_id, "node_id": NODE, "valid": True},
-    )
+
+    def attestation(tx_id: str) -> dict[str, Any]:
+        return {"attestation_id": tx_id, "node_id": NODE, "valid": True}
+
+    def attested(tx_id: str) -> dict[str, bytes | None]:
+        """The attestation record and the marks of the batches its quote bound, as
+        RecordAttestation writes them: what audit-bill finds a line's readings attested by."""
+        marks = {
+            mark_key(b.gpu, b.digest): dumps({"attestation_id": tx_id, "node_id": NODE})
+            for b in batches_for([GPU["uuid"]])
+            if attests_readings
+        }
+        return {ATTESTATION + tx_id: dumps(attestation(tx_id)), **marks}
+
+    attest = chain.tx("RecordAttestation", {"node_id": NODE}, attestation, writes=attested)
     other = chain.tx("EndLease", {"lease_id": "lease-2"})
     lease = {
         "lease_id": LEASE,

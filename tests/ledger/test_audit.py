@@ -202,7 +202,15 @@ def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
     roots = org_roots(chain)
     receipt = export_receipt(chain, "L1")
     fns = [json.loads(json.loads(e["envelope"])["proposal"])["fn"] for e in receipt["transactions"]]
-    assert fns == ["RegisterNode", "IssueChallenge", "RecordAttestation", "CreateLease", "Settle"]
+    # the second RecordAttestation bound the readings the Settle cites
+    assert fns == [
+        "RegisterNode",
+        "IssueChallenge",
+        "RecordAttestation",
+        "RecordAttestation",
+        "CreateLease",
+        "Settle",
+    ]
     assert verify_receipt(json.loads(json.dumps(receipt)), roots) == []
     out, roots_dir = tmp_path / "L1.json", tmp_path / "roots"
     for command in (

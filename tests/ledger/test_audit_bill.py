@@ -125,3 +125,13 @@ def test_a_lease_id_that_is_a_path_is_not_a_bill_line(story, tmp_path):
         "not a bill line: it needs lease (a ledger id), seq (an integer >= 0), interval and "
         "evidence (objects)"
     ]
+
+
+def test_readings_no_quote_in_the_receipt_attested_fail_the_line(tmp_path):
+    story = lease_story(attests_readings=False)
+    bill, receipts, trust = write(
+        tmp_path, story, bill_line(settle_request(), settle_tx(story)), story.roots
+    )
+    [verdict] = audit_bill(bill, receipts, trust)
+    assert not verdict.ok
+    assert any("no quote in the receipt attested it" in r for r in verdict.reasons), verdict

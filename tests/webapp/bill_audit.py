@@ -58,7 +58,8 @@ def audit_holds_and_fails_on_each_edit(
     folder: Path, evidence: Evidence, roots: str, foreign_roots: str, foreign_defect: str
 ) -> None:
     """The bill audits; one amount altered fails that line alone; one reading altered fails
-    the line it belongs to alone; another channel's roots fail every line with
+    the line it belongs to alone; a receipt without the quotes that attested a line's
+    readings fails that line; another channel's roots fail every line with
     `foreign_defect`; roots that are no certificate are unusable input (exit 2)."""
     lines = evidence.bill["lines"]
     assert lines, "the bill has no lines to audit"
@@ -80,6 +81,19 @@ def audit_holds_and_fails_on_each_edit(
     assert code == 1 and f"{name(lines[0])}: FAIL: readings hash to" in out, out
     assert all(f"{name(other)}: OK" in out for other in lines[1:]), out
     path.write_text("".join(r + "\n" for r in rows))
+
+    # the receipt without the quotes that attested the first line's readings
+    receipt = evidence.receipts / f"{lines[0]['lease']}.json"
+    whole = receipt.read_text()
+    quotes = set(lines[0]["evidence"]["telemetry_quotes"])
+    assert quotes, "the first line cites no attested readings"
+    doc = json.loads(whole)
+    doc["transactions"] = [t for t in doc["transactions"] if t["tx_id"] not in quotes]
+    receipt.write_text(json.dumps(doc))
+    code, out = run_audit(folder, evidence, roots)
+    assert code == 1 and f"{name(lines[0])}: FAIL: batch " in out, out
+    assert "no quote in the receipt attested it" in out, out
+    receipt.write_text(whole)
 
     code, out = run_audit(folder, evidence, foreign_roots)
     assert code == 1 and f"0 of {len(lines)} lines hold" in out, out
