@@ -23,13 +23,18 @@ LIVE_TELEMETRY_TIMEOUT_S = 30
 FLEET_ON_LEDGER_TIMEOUT_S = 90  # five enrolments, a challenge and a quote each, a tamper
 
 
+# a lease is billed on all of its telemetry, or this long after it ended (a lease on the
+# demo's tampered node: its quotes stop being valid, so none attests readings past the end)
+DEMO_SETTLE_WAIT_S = 60
+
+
 def demo_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     return {
         **env,
         "WATTLEASE_ENV": "development",  # the demo asks for development, as `make demo` does
         "DASHBOARD_LOGIN_REQUIRED": "0",  # and opens its dashboard to the test's browser
-        "TELEMETRY_SETTLE_WAIT_S": "60",  # a lease is billed on all of its telemetry
+        "TELEMETRY_SETTLE_WAIT_S": str(DEMO_SETTLE_WAIT_S),
         "WATTLEASE_DATA_DIR": str(tmp_path),
         "PYTHONUNBUFFERED": "1",
     }
