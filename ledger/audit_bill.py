@@ -37,8 +37,7 @@ from typing import Any
 
 from ledger import readings as telemetry
 from ledger.attested_telemetry import mark_key
-from ledger.contract_state import ATTESTATION, ATTESTED_TELEMETRY, SETTLEMENT
-from ledger.receipt import check_settlement, load_receipt
+from ledger.receipt import attested_by, check_settlement, load_receipt, written_lines
 from ledger.receipt_trust import TrustAnchors, TrustError, load_trust, transaction
 
 # bill line field -> the ledger's settlement record field
@@ -224,15 +223,7 @@ def attested_marks(receipt: dict[str, Any]) -> set[str]:
         if tx is None or not tx.valid or tx.fn != "RecordAttestation":
             continue
         try:
-            if not json.loads(tx.writes.get(ATTESTATION + tx_id) or b"{}").get("valid"):
-                continue  # an invalid quote attests nothing
-            marks |= {
-                key
-                for key, value in tx.writes.items()
-                if key.startswith(ATTESTED_TELEMETRY)
-                and value
-                and json.loads(value).get("attestation_id") == tx_id
-            }
+            marks |= attested_by(tx_id, tx.writes)
         except (ValueError, AttributeError):
             continue  # not what the contract writes: attests nothing
     return marks
@@ -248,8 +239,7 @@ def _settlement(
     where = f"tx {tx_id}"
     if not tx.valid or tx.fn != "Settle":
         return None, [f"{where} is not a valid Settle"]
-    prefix = f"\x00{SETTLEMENT}\x00"
-    records = [json.loads(v) for k, v in tx.writes.items() if k.startswith(prefix) and v]
+    records = written_lines(tx.writes)
     if len(records) != 1:
         return None, [f"{where} wrote no single bill line"]
     record = records[0]

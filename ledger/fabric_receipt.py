@@ -20,7 +20,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.contract_state import ATTESTED_TELEMETRY, SETTLEMENT
 from ledger.fabric_block import (
     MAX_BLOCK_BYTES,
     VALID_CODE,
@@ -38,7 +37,7 @@ from ledger.fabric_trust import (
     identity,
     parse_roots,
 )
-from ledger.receipt import ReceiptTx, check_settlement, cited_marks
+from ledger.receipt import ReceiptTx, attested_by, check_settlement, cited_marks, written_lines
 
 FORMAT = "fabric/1"
 ENDORSER_TRANSACTION = 3  # common.HeaderType
@@ -292,15 +291,13 @@ class _Facts:
         elif fn == "Settle":
             # the line re-derived from the lease terms the transaction wrote beside it, as
             # for the embedded ledger's receipts
-            prefix = f"\x00{SETTLEMENT}\x00"
-            lines = [json.loads(v) for k, v in writes.items() if k.startswith(prefix) and v]
-            self.cited |= set(cited_marks(lines))
+            self.cited |= set(cited_marks(written_lines(writes)))
             return check_settlement(f"Settle {tx_id[:12]}", writes)
         elif fn == "RecordAttestation":
             if result["attestation_id"] != tx_id:
                 return [f"attestation id {result['attestation_id']!r} is not its tx id"]
             self.atts[tx_id] = result["valid"] is True
-            self.marked[tx_id] = {k for k in writes if k.startswith(ATTESTED_TELEMETRY)}
+            self.marked[tx_id] = attested_by(tx_id, writes)
         elif fn in NODE_FNS:
             self.nodes.add(req["node_id"])
         else:

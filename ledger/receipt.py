@@ -22,7 +22,15 @@ from typing import Any
 from ledger import billing, money
 from ledger.attested_telemetry import mark_key
 from ledger.audit import _Chain
-from ledger.contract_state import ATTESTATION, CHALLENGE, LEASE, NODE, SETTLEMENT, ContractError
+from ledger.contract_state import (
+    ATTESTATION,
+    ATTESTED_TELEMETRY,
+    CHALLENGE,
+    LEASE,
+    NODE,
+    SETTLEMENT,
+    ContractError,
+)
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.tx import (
     VALID,
@@ -172,12 +180,33 @@ def _verify(receipt: dict[str, Any]) -> list[str]:
     return defects
 
 
+def written_lines(writes: dict[str, bytes | None]) -> list[dict[str, Any]]:
+    """The bill lines a transaction wrote (a Settle writes one). ValueError: not JSON."""
+    prefix = f"\x00{SETTLEMENT}\x00"
+    return [json.loads(v) for k, v in writes.items() if k.startswith(prefix) and v]
+
+
+def attested_by(tx_id: str, writes: dict[str, bytes | None]) -> set[str]:
+    """The attested-telemetry keys RecordAttestation `tx_id` wrote naming itself as the
+    attesting quote, when the attestation record it wrote says the quote was valid (an
+    invalid quote attests nothing). ValueError or AttributeError: not what the contract
+    writes."""
+    if not json.loads(writes.get(ATTESTATION + tx_id) or b"{}").get("valid"):
+        return set()
+    return {
+        key
+        for key, value in writes.items()
+        if key.startswith(ATTESTED_TELEMETRY)
+        and value
+        and json.loads(value).get("attestation_id") == tx_id
+    }
+
+
 def check_settlement(where: str, writes: dict[str, bytes | None]) -> list[str]:
     """Re-derive the bill line a Settle transaction wrote from the lease terms it wrote
     beside it (the contract's own records, not the request)."""
-    values = {k: json.loads(v) for k, v in writes.items() if v is not None}
-    leases = [v for k, v in values.items() if k.startswith(LEASE)]
-    lines = [v for k, v in values.items() if k.startswith(f"\x00{SETTLEMENT}\x00")]
+    leases = [json.loads(v) for k, v in writes.items() if k.startswith(LEASE) and v]
+    lines = written_lines(writes)
     if len(leases) != 1 or len(lines) != 1:
         return [f"{where}: a settlement must write one lease and one line"]
     line = lines[0]
