@@ -17,6 +17,8 @@ from typing import Any
 from chaincode_client.interface import EndorsementError, LedgerClient
 from ledger import canonical
 
+NO_POLICY = "governance.no_policy"  # the contract's refusal when (kind, key) has none
+
 
 class ProposalMismatch(ValueError):
     """The proposal to approve is not the one the approver reviewed, or no longer open."""
@@ -39,7 +41,7 @@ def policy_record(client: LedgerClient, kind: str, key: str) -> dict[str, Any] |
     try:
         record = json.loads(client.evaluate("GetPolicy", json.dumps({"kind": kind, "key": key})))
     except EndorsementError as exc:
-        if "[governance.no_policy]" in str(exc):
+        if exc.reason == NO_POLICY:
             return None
         raise
     return dict(record)

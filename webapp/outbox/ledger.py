@@ -1,4 +1,5 @@
-"""The ledger client this process uses, built once from settings.
+"""The ledger client this process uses, built once from settings, and the one read a
+process that does not own it makes (`approved_policy`).
 
 Embedded: this process owns the ledger file (one engine per file), so only the relay
 (`manage.py ledger_relay`, or the demo loop) opens it. Fabric: issue 5's Gateway backend.
@@ -6,7 +7,6 @@ Embedded: this process owns the ledger file (one engine per file), so only the r
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -15,12 +15,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from chaincode_client.interface import EndorsementError, LedgerClient, LedgerError
+from chaincode_client.governance import policy_record
+from chaincode_client.interface import LedgerClient, LedgerError
 from ledger.canonical import loads
 from ledger.engine.store import SqliteState
 from ledger.governance import DEFAULT_KEY, policy_key
-
-NO_POLICY = "governance.no_policy"
 
 _lock = threading.Lock()
 _client: LedgerClient | None = None
@@ -103,7 +102,7 @@ def approved_policy(kind: str, key: str = DEFAULT_KEY) -> dict[str, Any] | None:
     proposer, approver), or None when the channel has none. Raises LedgerError when the
     ledger cannot be read. On the embedded ledger the state key is read from the ledger file
     read-only, as a peer reads it (only the relay's process owns the engine); on Fabric, with
-    GetPolicy."""
+    GetPolicy through this process's client (chaincode_client.governance.policy_record)."""
     if settings.LEDGER_BACKEND == "embedded":
         if not settings.LEDGER_PATH.exists():
             return None
@@ -116,10 +115,4 @@ def approved_policy(kind: str, key: str = DEFAULT_KEY) -> dict[str, Any] | None:
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot read {settings.LEDGER_PATH}: {exc}") from None
         return None if row is None else dict(loads(row[0]))
-    query = json.dumps({"kind": kind, "key": key})
-    try:
-        return dict(loads(ledger_client().evaluate("GetPolicy", query)))
-    except EndorsementError as exc:
-        if exc.reason == NO_POLICY:
-            return None
-        raise
+    return policy_record(ledger_client(), kind, key)
