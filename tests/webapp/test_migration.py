@@ -245,6 +245,22 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
     )
 
 
+def running_one_gpu_lease(owner, node_agent, ledger) -> tuple[Lease, GPU, str]:  # type: ignore[no-untyped-def]
+    """A 2-hour lease of one GPU, active on the ledger: the lease, its GPU, and the other
+    generation of the two nodes to move it to."""
+    assert node_agent.attest()["valid"]
+    relay_once(ledger)
+    lease = actions.request_lease(
+        owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(2), actor=ACTOR
+    )
+    place_requested(actor=ACTOR)
+    relay_once(ledger)
+    lease.refresh_from_db()
+    (gpu,) = lease.gpus.all()
+    target = "A100-SXM4-80GB" if gpu.generation_id != "A100-SXM4-80GB" else "H100-SXM5-80GB"
+    return lease, gpu, target
+
+
 def test_the_line_before_a_move_waits_for_and_bills_the_old_gpus_readings_up_to_the_move(
     fleet, tenant, node_agent, owner, ledger, h100_agent, settings
 ):
@@ -257,17 +273,8 @@ def test_the_line_before_a_move_waits_for_and_bills_the_old_gpus_readings_up_to_
     from scheduler.telemetry.sample import TelemetrySample as Sample
 
     settings.TELEMETRY_SETTLE_WAIT_S = 60
-    assert node_agent.attest()["valid"]
-    relay_once(ledger)
-    lease = actions.request_lease(
-        owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(2), actor=ACTOR
-    )
-    place_requested(actor=ACTOR)
-    relay_once(ledger)
-    lease.refresh_from_db()
-    (old,) = lease.gpus.all()
+    lease, old, target = running_one_gpu_lease(owner, node_agent, ledger)
     agents = {fleet.node.pk: node_agent, Node.objects.get(name="node-2").pk: h100_agent}
-    target = "A100-SXM4-80GB" if old.generation_id != "A100-SXM4-80GB" else "H100-SXM5-80GB"
     start_ms = lease.terms["start_ms"]
     time.sleep(0.05)
 
@@ -315,17 +322,8 @@ def test_an_ended_lease_is_settled_only_after_the_line_before_its_move(
     from scheduler.telemetry.sample import TelemetrySample as Sample
 
     settings.TELEMETRY_SETTLE_WAIT_S = 60
-    assert node_agent.attest()["valid"]
-    relay_once(ledger)
-    lease = actions.request_lease(
-        owner.tenant, gpu_count=1, precision="FP16", hours=Decimal(2), actor=ACTOR
-    )
-    place_requested(actor=ACTOR)
-    relay_once(ledger)
-    lease.refresh_from_db()
-    (old,) = lease.gpus.all()
+    lease, old, target = running_one_gpu_lease(owner, node_agent, ledger)
     agents = {fleet.node.pk: node_agent, Node.objects.get(name="node-2").pk: h100_agent}
-    target = "A100-SXM4-80GB" if old.generation_id != "A100-SXM4-80GB" else "H100-SXM5-80GB"
     time.sleep(0.02)
     moved = owner.client.post(
         f"/api/v1/leases/{lease.pk}/migrate/", {"generation": target}, format="json"

@@ -83,7 +83,6 @@ class PcrPolicyAdmin(admin.ModelAdmin):
     def ledger_document(self, policy: PcrPolicy) -> str:
         if not policy.pk:
             return "—"
-        document = json.dumps(pcr_policy_document(policy), indent=2, sort_keys=True)
         command = (
             f"wattlease policy propose pcr_policy {pcr_policy_id(policy)}.json "
             f"--key {pcr_policy_id(policy)}"
@@ -92,7 +91,7 @@ class PcrPolicyAdmin(admin.ModelAdmin):
             "<pre>{}</pre><p>SHA-256 {}. One organisation's admin proposes it (<code>{}</code>,"
             " the file from the action &ldquo;Download as a ledger policy document&rdquo;), an"
             " admin of the other organisation reviews and approves it.</p>",
-            document,
+            ledger_document_text(policy),
             document_digest(pcr_policy_document(policy)),
             command,
         )
@@ -105,11 +104,16 @@ class PcrPolicyAdmin(admin.ModelAdmin):
             )
             return None
         policy = queryset.get()
-        body = json.dumps(pcr_policy_document(policy), indent=2, sort_keys=True) + "\n"
-        response = HttpResponse(body, content_type="application/json")
+        response = HttpResponse(ledger_document_text(policy), content_type="application/json")
         name = f"{pcr_policy_id(policy)}.json"
         response["Content-Disposition"] = f'attachment; filename="{name}"'
         return response
+
+
+def ledger_document_text(policy: PcrPolicy) -> str:
+    """The policy's ProposePolicy document as a file to propose: what the page shows and the
+    download action gives."""
+    return json.dumps(pcr_policy_document(policy), indent=2, sort_keys=True) + "\n"
 
 
 def ledger_standing(policy: PcrPolicy) -> str:

@@ -262,7 +262,7 @@ def migrate_lease(
         lease = Lease.objects.select_for_update().get(pk=lease.pk)
         states.check_migration(lease.pk, lease.state)
         held = list(lease.gpus.all())
-        if any(g.generation_id in {h.generation_id for h in held} for g in gpus):
+        if {g.generation_id for g in gpus} & {h.generation_id for h in held}:
             raise LeaseError(f"lease {lease.pk} must move to another generation")
         _claim_gpus(lease, gpus)
         lease.unsettled_moves = [
