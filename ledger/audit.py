@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger import attestation, attested_telemetry
-from ledger.contract_state import ATTESTATION, CLOCK, NODE
+from ledger import contract_args as args
+from ledger.contract_attestation import (
+    NONCE_MAX_BYTES,
+    NONCE_MIN_BYTES,
+    evidence_sha256,
+    is_retry,
+)
+from ledger.contract_state import ATTESTATION, CLOCK, NODE, NONCE
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.stub import RANGE_END
 from ledger.engine.tx import VALID, EndorsementPolicy, block_data_hash, block_header_hash
@@ -195,13 +202,14 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
     tx = result.tx
     if tx is None or tx.proposal.get("fn") != "RecordAttestation":
         return
+    if ATTESTATION + tx.tx_id not in tx.rwset.writes:
+        _check_retry(tx.proposal, tx.rwset.writes, state, where, report)
+        return
     try:
         req = json.loads(tx.proposal["args"][0])
         node = json.loads(state.values[NODE + req["node_id"]][0])
         clock = state.values.get(CLOCK + req["node_id"])
         recorded = json.loads(tx.rwset.writes[ATTESTATION + tx.tx_id] or b"null")
-        from ledger import contract_args as args
-
         verdict = attestation.verify(
             args.b64bytes(node, "ak_public"),
             args.b64bytes(req, "quote"),
@@ -221,6 +229,33 @@ def _check_quote(result: Validated, state: DictState, where: str, report: AuditR
                 where,
                 "recorded quote verdict differs from the "
                 f"re-verified one (valid={verdict['valid']})",
+            )
+        )
+
+
+def _check_retry(
+    proposal: dict, writes: dict, state: DictState, where: str, report: AuditReport
+) -> None:
+    """A valid RecordAttestation that recorded no attestation of its own must be a client's
+    retry: the same evidence as the attestation already recorded for its nonce, and no
+    writes at all."""
+    try:
+        req = json.loads(proposal["args"][0])
+        nonce = args.hexbytes(req, "nonce", NONCE_MIN_BYTES, NONCE_MAX_BYTES).hex()
+        answered = state.values.get(NONCE + nonce)
+        earlier_id = json.loads(answered[0]) if answered else None
+        earlier = state.values.get(ATTESTATION + earlier_id) if earlier_id else None
+        evidence = evidence_sha256(args.b64bytes(req, "quote"), args.b64bytes(req, "signature"))
+        retry = is_retry(json.loads(earlier[0]) if earlier else None, req["node_id"], evidence)
+    except Exception as exc:  # any failure to re-check is itself a defect to report
+        report.defects.append(Defect(where, f"cannot re-check the attestation retry: {exc!r}"))
+        return
+    if not retry or writes:
+        report.defects.append(
+            Defect(
+                where,
+                "a RecordAttestation that recorded no attestation is not a retry of the "
+                f"one recorded for nonce {nonce} ({earlier_id or 'none'})",
             )
         )
 

@@ -27,6 +27,20 @@ from ledger.contract_state import json_out as _out
 NONCE_MIN_BYTES, NONCE_MAX_BYTES = 8, 64
 
 
+def evidence_sha256(quote: bytes, signature: bytes) -> str:
+    """What identifies one answer to a challenge."""
+    return hashlib.sha256(quote + signature).hexdigest()
+
+
+def is_retry(earlier: dict | None, node_id: str, evidence: str) -> bool:
+    """Whether an answer to an already-answered nonce is the recorded answer sent again (a
+    client's retry, answered with the earlier record and writing nothing) rather than a
+    replay."""
+    return bool(
+        earlier and earlier.get("evidence_sha256") == evidence and earlier["node_id"] == node_id
+    )
+
+
 class AttestationFunctions:
     async def IssueChallenge(self, ctx: TransactionContext, request: str) -> str:
         """{node_id} -> {node_id, nonce (hex), challenge_tx, issued_ns, expires_ns}: a nonce
@@ -64,16 +78,12 @@ class AttestationFunctions:
         if node["revoked"]:
             raise ContractError(f"the AK of node {node_id} is revoked")
         now = tx_time_ns(stub)
-        evidence = hashlib.sha256(quote + signature).hexdigest()
+        evidence = evidence_sha256(quote, signature)
         seen = await get_json(stub, NONCE + nonce.hex())
         if seen is not None:
             earlier = await get_json(stub, ATTESTATION + seen)
-            if (
-                earlier
-                and earlier.get("evidence_sha256") == evidence
-                and (earlier["node_id"] == node_id)
-            ):
-                return _out(earlier)  # the same evidence resubmitted: a retry, not a replay
+            if is_retry(earlier, node_id, evidence):
+                return _out(earlier)
             raise ContractError(
                 f"[attest.replayed] nonce {nonce.hex()} was already answered by attestation {seen}"
             )

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from chaincode_client.embedded import EmbeddedClient
-from ledger.audit import verify_ledger
+from ledger import audit
+from ledger.audit import AuditReport, verify_ledger
 from ledger.engine import EmbeddedLedger
+from ledger.engine.validate import DictState
 from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import ORG1, StepClock
 from tests.ledger.helpers import (
@@ -23,11 +25,13 @@ from tests.ledger.helpers import (
     H100,
     approve_on_engine,
     attest,
+    challenge,
     js,
     lease_request,
     now_ms,
     org_roots,
     pcr_policy,
+    quote_request,
     register_node,
     settle_request,
     telemetry_for,
@@ -112,6 +116,37 @@ def test_untampered_chain_verifies_including_quotes(chain):
     # the PCR policy's proposal and approval, 2 challenges + 2 attestations + node, lease,
     # settlement, one of the racing leases
     assert report.quotes == 2 and report.valid == 10 and report.transactions == 11
+
+
+def test_a_retried_attestation_verifies_and_a_false_retry_is_named(tmp_path, node_tpm):
+    """A relay killed after its RecordAttestation committed sends it again: the contract
+    answers with the recorded attestation and writes nothing, and the audit accepts that
+    transaction only as a retry of the attestation recorded for its nonce."""
+    path = tmp_path / "ledger.sqlite"
+    ledger = EmbeddedLedger.open(path, block_size=10, block_timeout_s=0.002)
+    clock = StepClock()
+    client = EmbeddedClient(ledger, ledger.enroll(ORG1, "ops"), clock_ns=clock)
+    approve_on_engine(ledger, BOOT_POLICY, pcr_policy(node_tpm.golden), clock)
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    request = quote_request(node_tpm, "n1", 0, challenge(client, "n1"), telemetry_for(["GPU-a"]))
+    first = client.submit("RecordAttestation", js(request))
+    again = client.submit("RecordAttestation", js(request))
+    assert again.payload == first.payload and again.tx_id != first.tx_id
+    state = DictState()
+    state.values.update(ledger.store.state)
+    ledger.close()
+    report = verify_ledger(path)
+    assert report.ok, report.defects
+    assert report.quotes == 1
+
+    other = quote_request(node_tpm, "n1", 0, bytes.fromhex(request["nonce"]))
+    proposal = {"fn": "RecordAttestation", "args": [js(other)]}
+    found = AuditReport()
+    audit._check_retry(proposal, {}, state, "block 9 tx 0 (forged)", found)
+    assert [d.what for d in found.defects] == [
+        f"a RecordAttestation that recorded no attestation is not a retry of the one recorded "
+        f"for nonce {request['nonce']} ({json.loads(first.payload)['attestation_id']})"
+    ]
 
 
 def test_cli_exit_codes(chain):

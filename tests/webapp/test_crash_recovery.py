@@ -63,4 +63,5 @@ def test_kill_9_of_relay_and_lease_worker_loses_nothing_and_double_books_nothing
         reconciled = deployed.manage("reconcile")
         assert reconciled.returncode == 0, reconciled.stdout + reconciled.stderr
         assert "no drift" in reconciled.stdout
-        assert deployed.manage("ledger_verify").returncode == 0
+        verified = deployed.manage("ledger_verify")
+        assert verified.returncode == 0, verified.stdout + verified.stderr
