@@ -18,6 +18,7 @@ from attest.policy import PcrPolicy
 from attest.structs import parse_attest
 from attest.verdict import ClockInfo, Verdict
 from attest.verifier import verify_quote
+from ledger.files import TooLarge, read_bounded
 
 EXIT_VALID = 0
 EXIT_INVALID = 1
@@ -36,12 +37,11 @@ class _Parser(argparse.ArgumentParser):
 
 def read_input(path: str, what: str) -> bytes:
     try:
-        p = Path(path)
-        if p.stat().st_size > MAX_INPUT_BYTES:
-            raise UsageError(f"{what} file {path} exceeds {MAX_INPUT_BYTES} bytes")
-        return p.read_bytes()
+        return read_bounded(path, MAX_INPUT_BYTES)
     except OSError as exc:
         raise UsageError(f"cannot read {what} file {path}: {exc.strerror}") from None
+    except TooLarge as exc:
+        raise UsageError(f"{what} file {exc}") from None
 
 
 def _hex(value: str, what: str) -> bytes:

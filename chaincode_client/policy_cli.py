@@ -28,6 +28,7 @@ from typing import Any
 from chaincode_client import governance
 from chaincode_client.interface import LedgerClient, LedgerError
 from ledger.contract_args import ArgumentError
+from ledger.files import TooLarge, read_bounded
 from ledger.governance import DEFAULT_KEY, VALIDATORS
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024  # a rate card with its catalogue is ~20 KB
@@ -54,12 +55,11 @@ def _fabric_client() -> LedgerClient:
 def read_document(path: Path, kind: str) -> dict[str, Any]:
     """The JSON object in `path`, checked as the contract checks a `kind` document."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_DOCUMENT_BYTES + 1)
+        raw = read_bounded(path, MAX_DOCUMENT_BYTES)
     except OSError as exc:
         raise UnusableInput(f"{path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        raise UnusableInput(f"{path}: larger than {MAX_DOCUMENT_BYTES} bytes")
+    except TooLarge as exc:
+        raise UnusableInput(str(exc)) from None
     try:
         document = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

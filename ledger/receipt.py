@@ -39,6 +39,7 @@ from ledger.engine.tx import (
     check_signatures,
     decode_envelope,
 )
+from ledger.files import read_bounded
 from ledger.genesis import GENESIS_PREVIOUS_HASH, check_roots, read_config
 
 RECEIPT_VERSION = 1
@@ -243,6 +244,4 @@ def receipt_tx(receipt: dict[str, Any], tx_id: str) -> ReceiptTx | None:
 
 
 def load_receipt(path: Path) -> dict[str, Any]:
-    if path.stat().st_size > MAX_RECEIPT_BYTES:
-        raise ValueError(f"{path} is larger than {MAX_RECEIPT_BYTES} bytes")
-    return json.loads(path.read_text())
+    return json.loads(read_bounded(path, MAX_RECEIPT_BYTES))

@@ -14,6 +14,7 @@ import tempfile
 from decimal import Decimal
 from pathlib import Path
 
+from ledger.files import TooLarge, read_bounded
 from scheduler.catalogue import CatalogueError, load_catalogue
 from scheduler.fleet import PlanInputError, parse_plan_input
 from scheduler.placement import plan
@@ -31,12 +32,11 @@ class CliError(Exception):
 
 def _read_input(path: str) -> object:
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_INPUT_BYTES + 1)
+        raw = read_bounded(path, MAX_INPUT_BYTES)
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror}") from None
-    if len(raw) > MAX_INPUT_BYTES:
-        raise CliError(f"{path} is larger than {MAX_INPUT_BYTES} bytes")
+    except TooLarge as exc:
+        raise CliError(str(exc)) from None
     try:
         return json.loads(raw, parse_float=Decimal)
     except (ValueError, UnicodeDecodeError) as exc:

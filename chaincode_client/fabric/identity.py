@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 from fabric_protos.msp import identities_pb2
 
+from ledger.files import TooLarge, read_bounded
+
 # Order n of the NIST P-256 group (FIPS 186-4, D.1.2.3).
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 P256_HALF_ORDER = P256_ORDER >> 1
@@ -68,11 +70,11 @@ class Signer:
         return self._key.public_key()
 
 
-def _read_bounded(path: Path) -> bytes:
-    size = path.stat().st_size
-    if size > MAX_PEM_BYTES:
-        raise IdentityError(f"{path} is {size} bytes, more than {MAX_PEM_BYTES}: not a PEM file")
-    return path.read_bytes()
+def _read_pem(path: Path) -> bytes:
+    try:
+        return read_bounded(path, MAX_PEM_BYTES)
+    except TooLarge as exc:
+        raise IdentityError(f"{exc}: not a PEM file") from None
 
 
 def _only_file(folder: Path, what: str) -> Path:
@@ -92,13 +94,13 @@ def load_msp(msp_dir: Path | str, msp_id: str) -> tuple[Identity, Signer]:
     msp = Path(msp_dir)
     cert_path = _only_file(msp / "signcerts", "certificate")
     key_path = _only_file(msp / "keystore", "private key")
-    cert_pem = _read_bounded(cert_path)
+    cert_pem = _read_pem(cert_path)
     try:
         cert = x509.load_pem_x509_certificate(cert_pem)
     except ValueError as exc:
         raise IdentityError(f"{cert_path} is not a PEM X.509 certificate: {exc}") from exc
     try:
-        key = serialization.load_pem_private_key(_read_bounded(key_path), password=None)
+        key = serialization.load_pem_private_key(_read_pem(key_path), password=None)
     except (ValueError, TypeError) as exc:
         raise IdentityError(f"{key_path} is not an unencrypted PEM private key: {exc}") from exc
     if not isinstance(key, ec.EllipticCurvePrivateKey):
