@@ -32,6 +32,12 @@ DEFAULT_MAX_CLOCK_SKEW_S = 120  # Fabric clients and peers run NTP; two minutes 
 SEQ_DIGITS = 12  # zero-padded so range queries return settlements in sequence order
 
 
+def settlements_prefix(lease_id: str | None = None) -> str:
+    """The start of the SETTLEMENT composite keys (of one lease, when given), as the stub's
+    create_composite_key lays them out: for readers of state and write sets outside a stub."""
+    return "\x00" + SETTLEMENT + "\x00" + ("" if lease_id is None else lease_id + "\x00")
+
+
 class ContractError(Exception):
     """A business rule refused the transaction; the message says which and why."""
 

@@ -28,8 +28,8 @@ from ledger.contract_state import (
     CHALLENGE,
     LEASE,
     NODE,
-    SETTLEMENT,
     ContractError,
+    settlements_prefix,
 )
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.tx import (
@@ -62,7 +62,7 @@ def export_receipt(path: Path, lease_id: str) -> dict[str, Any]:
         lease = json.loads(version)
         atts |= set(lease["attestation_ids"])
         nodes |= {g["node_id"] for g in lease["gpus"]}
-    settlements = f"\x00{SETTLEMENT}\x00{lease_id}\x00"
+    settlements = settlements_prefix(lease_id)
     keys = [LEASE + lease_id]
     keys += [ATTESTATION + att for att in sorted(atts)]
     keys += cited_marks(json.loads(line) for line in chain.values(settlements))
@@ -183,7 +183,7 @@ def _verify(receipt: dict[str, Any]) -> list[str]:
 
 def written_lines(writes: dict[str, bytes | None]) -> list[dict[str, Any]]:
     """The bill lines a transaction wrote (a Settle writes one). ValueError: not JSON."""
-    prefix = f"\x00{SETTLEMENT}\x00"
+    prefix = settlements_prefix()
     return [json.loads(v) for k, v in writes.items() if k.startswith(prefix) and v]
 
 
