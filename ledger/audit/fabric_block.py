@@ -5,7 +5,7 @@
 Everything here reads bytes a receipt carries, so every message is size-checked before it is
 parsed and every failure becomes `BlockFormatError` naming the field: a verifier built on it
 reports a defect, it never crashes. Only Fabric's wire format (`hyperledger-fabric-protos`) is
-used; what the bytes *mean* is checked in `ledger.fabric_receipt`.
+used; what the bytes *mean* is checked in `ledger.audit.fabric_receipt`.
 """
 
 from __future__ import annotations

@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger import billing, money
-from ledger.attested_telemetry import mark_key
-from ledger.audit import _Chain
-from ledger.contract_state import (
+from attest.files import read_bounded
+from ledger import money
+from ledger.audit.chain import _Chain
+from ledger.contract import billing
+from ledger.contract.attested_telemetry import mark_key
+from ledger.contract.state import (
     ATTESTATION,
     ATTESTED_TELEMETRY,
     CHALLENGE,
@@ -39,7 +41,6 @@ from ledger.engine.tx import (
     check_signatures,
     decode_envelope,
 )
-from ledger.files import read_bounded
 from ledger.genesis import GENESIS_PREVIOUS_HASH, check_roots, read_config
 
 RECEIPT_VERSION = 1

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.fabric_block import (
+from ledger.audit.fabric_block import (
     MAX_BLOCK_BYTES,
     VALID_CODE,
     Block,
@@ -29,7 +29,7 @@ from ledger.fabric_block import (
     parse_block,
     parse_endorser_tx,
 )
-from ledger.fabric_trust import (
+from ledger.audit.fabric_trust import (
     IdentityDefect,
     RootsError,
     TrustRoots,
@@ -37,7 +37,13 @@ from ledger.fabric_trust import (
     identity,
     parse_roots,
 )
-from ledger.receipt import ReceiptTx, attested_by, check_settlement, cited_marks, written_lines
+from ledger.audit.receipt import (
+    ReceiptTx,
+    attested_by,
+    check_settlement,
+    cited_marks,
+    written_lines,
+)
 
 FORMAT = "fabric/1"
 ENDORSER_TRANSACTION = 3  # common.HeaderType
