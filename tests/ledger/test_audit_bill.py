@@ -1,8 +1,8 @@
 """`ledger audit-bill` on a Fabric channel's receipts (blocks written at run time, signed by
 generated orderer and peer keys): the auditor picks the Fabric verifier by the receipt's
 format, reads the bill line from the Settle transaction's endorsed write and compares it as
-for embedded receipts (tests/webapp/test_migration.py runs those end to end; the real Fabric
-network's end to end is tests/webapp/test_fabric_receipts.py)."""
+for embedded receipts (tests/webapp/leasing/test_migration.py runs those end to end; the real Fabric
+network's end to end is tests/webapp/leasing/test_fabric_receipts.py)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ def lines(
     """The scheduler's next `count` bill lines of `lease`, `seconds` each, from where its bill
     stands, every GPU drawing `watts` (two counter readings per GPU and line, each GPU's a
     batch as if a quote had attested it: these lines are for the web app's own records; the
-    ledger accepts energy only from batches a real quote bound, see tests/webapp/test_migration)."""
+    ledger accepts energy only from batches a real quote bound, see
+    tests/webapp/leasing/test_migration)."""
     last = lease.settlements.order_by("-seq").first()
     start, seq = (last.end_ms, last.seq + 1) if last else (lease.terms["start_ms"], 0)
     out = []
