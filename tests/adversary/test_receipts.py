@@ -21,8 +21,6 @@ from ledger.audit.bill import audit_bill
 from ledger.audit.fabric_receipt import verify_fabric_receipt
 from ledger.audit.receipt import verify_receipt
 from ledger.canonical import dumps
-from ledger.contract.attested_telemetry import mark_key
-from ledger.contract.state import ATTESTATION
 from ledger.contract.state import LEASE as LEASE_KEY
 from tests.adversary.conftest import TENANT_A, Billed, relabelled, write_audit_inputs
 from tests.ledger.fabric_chain import Channel, block_of, put_block, receipt
@@ -34,9 +32,9 @@ from tests.ledger.fabric_stories import (
     NODE,
     START_MS,
     TERMS,
+    record_attestation,
     settlement_key,
 )
-from tests.ledger.helpers import batches_for
 from tests.ledger.helpers import settle_request as line_request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,20 +127,7 @@ def _fabric_double_settle() -> tuple[dict[str, Any], bytes, dict[str, int]]:
     chain = Channel()
     register = chain.tx("RegisterNode", {"node_id": NODE}, {"node_id": NODE, "gpus": [GPU]})
 
-    def attested(tx_id: str) -> dict[str, bytes | None]:
-        marks = {
-            mark_key(b.gpu, b.digest): dumps({"attestation_id": tx_id, "node_id": NODE})
-            for b in batches_for([GPU["uuid"]])
-        }
-        record = {"attestation_id": tx_id, "node_id": NODE, "valid": True}
-        return {ATTESTATION + tx_id: dumps(record), **marks}
-
-    attest = chain.tx(
-        "RecordAttestation",
-        {"node_id": NODE},
-        lambda tx: {"attestation_id": tx, "node_id": NODE, "valid": True},
-        writes=attested,
-    )
+    attest = record_attestation(chain)
     lease = {
         "lease_id": LEASE,
         "gpus": [GPU],
