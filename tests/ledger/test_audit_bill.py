@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.__main__ import main
-from ledger.audit_bill import audit_bill
-from ledger.fabric_trust import format_roots
+from ledger.audit.bill import audit_bill
+from ledger.audit.fabric_trust import format_roots
 from tests.ledger.fabric_chain import Channel
 from tests.ledger.fabric_stories import LEASE, Story, lease_story, settle_request
 from tests.ledger.helpers import bill_line

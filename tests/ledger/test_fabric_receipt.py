@@ -14,7 +14,7 @@ from fabric_protos.common import common_pb2
 from fabric_protos.peer import proposal_pb2, transaction_pb2
 
 from ledger.__main__ import main
-from ledger.fabric_receipt import verify_fabric_receipt
+from ledger.audit.fabric_receipt import verify_fabric_receipt
 from tests.ledger.fabric_chain import (
     Channel,
     block_of,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from ledger.readings import row_text
+from attest.readings import row_text
 from scheduler.api import AttestedBatch, IntervalSettlement, settle
 from scheduler.settlement import telemetry_digest
 from scheduler.telemetry.sample import TelemetrySample

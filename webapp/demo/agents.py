@@ -22,8 +22,8 @@ from django.db import close_old_connections
 
 from attest.agent.http import BAD_REQUEST, AgentApi, AgentApiError, attest_once, enrol
 from attest.agent.tpm import Agent
+from attest.readings import row_text
 from attest.swtpm import LocalCA, Swtpm, start_node_tpm
-from ledger.readings import row_text
 from scheduler.telemetry.sample import CSV_FIELDS
 from webapp.attestation import actions as attestation_actions
 from webapp.fleet import rate_card

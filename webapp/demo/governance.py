@@ -18,7 +18,7 @@ from django.conf import settings
 
 from chaincode_client.governance import decide
 from chaincode_client.interface import LedgerClient
-from ledger.ek_binding import EK_ROOTS_KEY
+from ledger.contract.ek_binding import EK_ROOTS_KEY
 from webapp.attestation.actions import load_ca_certificates
 from webapp.fleet.models import PcrPolicy
 from webapp.outbox.ledger import ledger_client

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from ledger.terms import DEPLOYED as RATE_CARD
+from ledger.contract.terms import DEPLOYED as RATE_CARD
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
 from webapp.tenancy.actions import issue_api_key

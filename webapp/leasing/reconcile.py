@@ -70,7 +70,7 @@ def lease_drift(client: LedgerClient, lease: Lease) -> Iterator[str]:
     yield from settlement_drift(client, lease, name)
 
 
-# A bill line on the ledger (the Settle record, ledger/contract.py) against its Settlement
+# A bill line on the ledger (the Settle record, ledger/contract/chaincode.py) against its Settlement
 # row: the ledger record's field -> the row's column.
 LINE_FIELDS = {
     "start_ms": "start_ms",

@@ -17,11 +17,11 @@ from cryptography import x509
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from attest import readings
 from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol, fetch_challenge
 from attest.agent.tpm import AK_ECC, AK_RSA, Agent
 from attest.inventory import inventory_digest
 from attest.swtpm import LocalCA, start_node_tpm
-from ledger import readings
 from tests.webapp.conftest import enrol_node, set_golden_values
 from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import Attestation, TelemetryBatch

@@ -13,8 +13,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from ledger.audit_bill import audit_bill
-from ledger.receipt import verify_receipt
+from ledger.audit.bill import audit_bill
+from ledger.audit.receipt import verify_receipt
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.ledger.helpers import org_roots
 from tests.webapp import leases
@@ -293,7 +293,7 @@ def verdicts(html: str) -> list[str]:
 def test_bill_lines_show_the_verdict_of_the_auditor_run_on_this_server(
     owner_login, fleet, attested_node, ledger, node_agent
 ):
-    """The verdict is ledger.audit_bill's on the receipt and readings the tenant downloads:
+    """The verdict is ledger.audit.bill's on the receipt and readings the tenant downloads:
     a line the database no longer agrees with the ledger on fails, naming the figure."""
     placed = leases.placed(owner_login.membership.tenant, fleet.gpus[:2], [attested_node])
     lease = leases.settled_from_readings(actions.activate_lease(placed, actor=ACTOR), node_agent)

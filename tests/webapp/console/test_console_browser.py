@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page
 
-from ledger.receipt import verify_receipt
+from ledger.audit.receipt import verify_receipt
 from tests.ledger.helpers import org_roots
 from tests.webapp.browser import browser, watch  # noqa: F401  (browser: a fixture)
 from tests.webapp.demo.test_demo_server import DEMO_SETTLE_WAIT_S, start_demo, stop_demo
@@ -119,7 +119,7 @@ def test_tenant_previews_requests_watches_downloads_and_reads_its_bill(browser, 
     assert verify_receipt(json.loads(receipt.read_text()), roots) == []
     lease_path = lease_url.removeprefix(demo.base)
     # 0.2 leased hours last 6 s of the demo's clock; then it is settled onto the ledger
-    # ... and its line is re-derived by the server's auditor (ledger.audit_bill) from the
+    # ... and its line is re-derived by the server's auditor (ledger.audit.bill) from the
     # receipt and the readings: every line of the bill shows the verdict "verified"
     page.goto(demo.base + "/console/bills/")
     link = f'a[href="{lease_path}"]'

@@ -3,7 +3,7 @@ quote binds the readings of the node's own GPUs since its previous one."""
 
 from __future__ import annotations
 
-from ledger import readings
+from attest import readings
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from webapp.demo.agents import read_counters
 from webapp.fleet.models import GPU, Node

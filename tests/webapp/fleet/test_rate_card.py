@@ -7,7 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from chaincode_client.governance import decide
-from ledger.terms import DEPLOYED
+from ledger.contract.terms import DEPLOYED
 from tests.ledger.test_governance import rate_card_document
 from webapp.fleet import rate_card
 from webapp.leasing import actions, states

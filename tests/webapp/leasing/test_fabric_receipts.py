@@ -18,9 +18,9 @@ import pytest
 from chaincode_client.fabric_network.roots import roots_pem
 from chaincode_client.governance import decide
 from ledger.__main__ import main as ledger_cli
-from ledger.fabric_block import parse_block, parse_endorser_tx
-from ledger.fabric_receipt import verify_fabric_receipt
-from ledger.terms import DEPLOYED
+from ledger.audit.fabric_block import parse_block, parse_endorser_tx
+from ledger.audit.fabric_receipt import verify_fabric_receipt
+from ledger.contract.terms import DEPLOYED
 from tests.fabric.network_fixture import new_chaincode
 from tests.ledger.fabric_chain import Channel, drop_endorsement, flip_byte
 from tests.ledger.test_governance import rate_card_document

@@ -9,7 +9,7 @@ from io import StringIO
 from django.core.management import call_command
 from django.utils import timezone
 
-from ledger.readings import row_text
+from attest.readings import row_text
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.webapp import leases
 from webapp.core.models import AuditEvent

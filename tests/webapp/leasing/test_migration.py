@@ -12,7 +12,7 @@ import pytest
 from attest.agent.http import AgentApi, attest_once
 from attest.agent.tpm import Agent
 from attest.swtpm import start_node_tpm
-from ledger.receipt import export_receipt, verify_receipt
+from ledger.audit.receipt import export_receipt, verify_receipt
 from tests.ledger.helpers import org_roots
 from tests.webapp.bill_audit import audit_holds_and_fails_on_each_edit, fetch_evidence
 from tests.webapp.conftest import NodeAgent, enrol_node, set_golden_values
@@ -155,7 +155,7 @@ def test_migration_to_the_same_generation_is_refused(fleet, tenant, owner, agent
 def _roots(path) -> str:
     """The channel's roots file as an auditor gets it: each organisation's CA certificate from
     that organisation (here its own key folder), never from the receipt under audit."""
-    from ledger.fabric_trust import ROLE_ORG
+    from ledger.audit.fabric_trust import ROLE_ORG
 
     return "".join(
         f"{ROLE_ORG} {msp}\n{pem.decode().strip()}\n" for msp, pem in org_roots(path).items()
@@ -167,8 +167,8 @@ def test_a_migrated_lease_bill_audits_from_receipts_and_fails_on_any_edit(
 ):
     import time
 
+    from attest.readings import row_text
     from ledger.engine import EmbeddedLedger
-    from ledger.readings import row_text
     from scheduler.telemetry.sample import TelemetrySample as Sample
 
     assert node_agent.attest()["valid"]
@@ -269,7 +269,7 @@ def test_the_line_before_a_move_waits_for_and_bills_the_old_gpus_readings_up_to_
     old terms, even when it reaches the server after the move."""
     import time
 
-    from ledger.readings import row_text
+    from attest.readings import row_text
     from scheduler.telemetry.sample import TelemetrySample as Sample
 
     settings.TELEMETRY_SETTLE_WAIT_S = 60
@@ -304,7 +304,7 @@ def test_the_line_before_a_move_waits_for_and_bills_the_old_gpus_readings_up_to_
         until_ms,
         False,
     )
-    # 300 W between its readings inside the interval (ledger.readings: counter deltas)
+    # 300 W between its readings inside the interval (attest.readings: counter deltas)
     assert line.measured_energy_mj == (until_ms - 1 - start_ms) * 300
     assert lease.unsettled_moves == []
     relay_once(ledger)  # the ledger takes the line after the move, at the old terms
@@ -318,7 +318,7 @@ def test_an_ended_lease_is_settled_only_after_the_line_before_its_move(
     for telemetry is not closed ahead of it, and settle_lease refuses to."""
     import time
 
-    from ledger.readings import row_text
+    from attest.readings import row_text
     from scheduler.telemetry.sample import TelemetrySample as Sample
 
     settings.TELEMETRY_SETTLE_WAIT_S = 60

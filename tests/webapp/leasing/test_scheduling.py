@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
+from attest.readings import row_text
 from ledger import money
-from ledger.readings import row_text
-from ledger.terms import DEPLOYED as RATE_CARD
+from ledger.contract.terms import DEPLOYED as RATE_CARD
 from scheduler import api as scheduler
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from webapp.core.models import AuditEvent

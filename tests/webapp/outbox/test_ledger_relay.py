@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 from django.core.management import CommandError, call_command
 
-from ledger.receipt import verify_receipt
+from ledger.audit.receipt import verify_receipt
 from tests.ledger.helpers import org_roots
 from tests.webapp import leases
 from tests.webapp.helpers import drawn, line

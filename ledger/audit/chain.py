@@ -16,21 +16,22 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger import attestation, attested_telemetry
-from ledger import contract_args as args
-from ledger.contract_attestation import (
+from ledger.contract import args as args
+from ledger.contract import attested_telemetry
+from ledger.contract import quote as attestation
+from ledger.contract.attestation_tx import (
     NONCE_MAX_BYTES,
     NONCE_MIN_BYTES,
     evidence_sha256,
     is_retry,
 )
-from ledger.contract_state import ATTESTATION, CLOCK, NODE, NONCE
+from ledger.contract.governance import policy_key
+from ledger.contract.state import ATTESTATION, CLOCK, NODE, NONCE
 from ledger.engine.msp import ChannelMsp
 from ledger.engine.stub import RANGE_END
 from ledger.engine.tx import VALID, EndorsementPolicy, block_data_hash, block_header_hash
 from ledger.engine.validate import BlockView, DictState, Validated, validate_block
 from ledger.genesis import GENESIS_PREVIOUS_HASH, check_roots, read_config
-from ledger.governance import policy_key
 
 
 @dataclass(frozen=True)

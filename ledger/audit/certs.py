@@ -7,7 +7,7 @@ orderer identity), a BIT STRING value under any attribute but X500UniqueIdentifi
 TypeError (the fuzz test of this module met it), and an unknown X.509 version raises
 InvalidVersion, which is no ValueError. `read_certificate` reads both names up front and
 answers CertificateDefect naming the field, so the Fabric receipt verifier
-(ledger.fabric_trust) and the embedded engine's MSP (ledger.engine.msp) report a defect where
+(ledger.audit.fabric_trust) and the embedded engine's MSP (ledger.engine.msp) report a defect where
 they would have crashed.
 """
 

@@ -1,7 +1,7 @@
 """The trust anchors an auditor names (`--trust`) and the one place that picks a receipt's
 verifier by its format: an embedded ledger's receipt is checked against the organisations' CA
-certificates (ledger.receipt), a Fabric channel's (`"format": "fabric/1"`) against the
-channel's roots file, orderers included (ledger.fabric_receipt). Both come from the same file:
+certificates (ledger.audit.receipt), a Fabric channel's (`"format": "fabric/1"`) against the
+channel's roots file, orderers included (ledger.audit.fabric_receipt). Both come from the same file:
 `python -m chaincode_client.fabric_network roots` (Fabric) or `python -m ledger roots`
 (embedded: a folder of <MSPID>.pem, or a roots file of `org` lines)."""
 
@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.fabric_receipt import FORMAT as FABRIC_FORMAT
-from ledger.fabric_receipt import check_fabric_receipt, fabric_receipt_tx
-from ledger.fabric_trust import RootsError, TrustRoots, parse_roots
+from ledger.audit.fabric_receipt import FORMAT as FABRIC_FORMAT
+from ledger.audit.fabric_receipt import check_fabric_receipt, fabric_receipt_tx
+from ledger.audit.fabric_trust import RootsError, TrustRoots, parse_roots
+from ledger.audit.receipt import ReceiptTx, receipt_tx, verify_receipt
 from ledger.genesis import load_roots
-from ledger.receipt import ReceiptTx, receipt_tx, verify_receipt
 
 FABRIC_ROOTS_HINT = "a Fabric receipt needs the channel's roots file, orderers included"
 

@@ -5,12 +5,12 @@ For each line of the bill (the `GET /api/bills/` document) the auditor needs the
 its lease (`DIR/<lease>.json`, as `GET /api/leases/<id>/receipt/` or `python -m ledger
 receipt` writes it). A line holds when:
 - the receipt verifies against the trust anchors the auditor names (`--trust`), by the
-  verifier of its backend (ledger.receipt_trust): an embedded ledger's receipt when its
+  verifier of its backend (ledger.audit.receipt_trust): an embedded ledger's receipt when its
   channel names exactly the organisation CAs trusted (hash chain, block data hashes, creator
-  and endorsement signatures against the channel's policy: ledger.receipt); a Fabric
+  and endorsement signatures against the channel's policy: ledger.audit.receipt); a Fabric
   channel's when its blocks are signed by a trusted orderer and every transaction is endorsed
   by a peer of every trusted organisation, on the channel the roots file names
-  (ledger.fabric_receipt). A receipt from a channel the auditor did not name fails, however
+  (ledger.audit.fabric_receipt). A receipt from a channel the auditor did not name fails, however
   well it is signed;
 - the transaction the line names is a Settle the block marks VALID, for this lease and
   interval, whose written line re-derives from the lease terms written beside it
@@ -19,11 +19,11 @@ receipt` writes it). A line holds when:
 - every batch of readings the line cites was attested by a quote the ledger recorded valid:
   the receipt holds the RecordAttestation, marked VALID, that wrote the batch's
   attested-telemetry key and its attestation record with `valid: true` (the receipt
-  exporters include it: ledger.receipt.cited_marks);
+  exporters include it: ledger.audit.receipt.cited_marks);
 - with `--readings DIR`, the readings behind the line (`DIR/<lease>/<seq>.csv`, the canonical
   rows of the attested batches it cites) split into those batches and re-hash to them and to
   the line's telemetry digest, and their counters inside the interval add up to its measured
-  energy (ledger.readings; docs/billing.md, "Attested telemetry").
+  energy (attest.readings; docs/billing.md, "Attested telemetry").
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import readings as telemetry
-from ledger.attested_telemetry import mark_key
-from ledger.receipt import attested_by, check_settlement, load_receipt, written_lines
-from ledger.receipt_trust import TrustAnchors, TrustError, load_trust, transaction
+from attest import readings as telemetry
+from ledger.audit.receipt import attested_by, check_settlement, load_receipt, written_lines
+from ledger.audit.receipt_trust import TrustAnchors, TrustError, load_trust, transaction
+from ledger.contract.attested_telemetry import mark_key
 
 # bill line field -> the ledger's settlement record field
 COMPARED = {
@@ -84,7 +84,7 @@ class LineVerdict:
 
 
 def trust_anchors(path: Path) -> TrustAnchors:
-    """The auditor's trust anchors (ledger.receipt_trust), or UnusableInput."""
+    """The auditor's trust anchors (ledger.audit.receipt_trust), or UnusableInput."""
     try:
         return load_trust(path)
     except (OSError, ValueError) as exc:

@@ -20,9 +20,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import NameOID
 
-from ledger import contract_args as args
-from ledger.contract_state import ContractError, get_json
-from ledger.terms import RATE_CARD_KIND, rate_card_of
+from ledger.contract import args as args
+from ledger.contract.state import ContractError, get_json
+from ledger.contract.terms import RATE_CARD_KIND, rate_card_of
 
 POLICY = "policy:"  # policy:{kind}:{key} -> the approved document and who decided it
 PROPOSAL = "proposal:"  # proposal:{tx id} -> a proposed change, open until approved
@@ -63,7 +63,7 @@ def _object(document: dict[str, Any]) -> dict[str, Any]:
 def _rate_card(document: dict[str, Any]) -> dict[str, Any]:
     """{rate_card, catalogue}: a rate card (the object of ledger/data/rate-card-v1.json) and
     the text of the generation catalogue it prices (a file like ledger/data/catalogue-v1.json);
-    in force for every lease's terms once approved (ledger.terms.rate_card)."""
+    in force for every lease's terms once approved (ledger.contract.terms.rate_card)."""
     try:
         rate_card_of(document.get("rate_card"), document.get("catalogue"), "document")
     except ValueError as exc:

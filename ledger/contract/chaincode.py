@@ -17,13 +17,15 @@ from fabric_chaincode_python.fabric_contract_api import (
     TransactionContext,
 )
 
-from ledger import attestation, attested_telemetry, billing, ek_binding
-from ledger import contract_args as args
-from ledger import contract_rules as rules
-from ledger import terms as lease_terms
-from ledger.contract_attestation import AttestationFunctions
-from ledger.contract_governance import GOVERNANCE_QUERIES, GovernanceFunctions
-from ledger.contract_state import (
+from ledger.contract import args as args
+from ledger.contract import attested_telemetry, billing, ek_binding
+from ledger.contract import quote as attestation
+from ledger.contract import rules as rules
+from ledger.contract import terms as lease_terms
+from ledger.contract.attestation_tx import AttestationFunctions
+from ledger.contract.governance import POLICY, PROPOSAL
+from ledger.contract.governance_tx import GOVERNANCE_QUERIES, GovernanceFunctions
+from ledger.contract.state import (
     ATTESTATION,
     ATTESTED_TELEMETRY,
     CHALLENGE,
@@ -47,10 +49,9 @@ from ledger.contract_state import (
     range_values,
     tx_time_ns,
 )
-from ledger.contract_state import (
+from ledger.contract.state import (
     json_out as _out,
 )
-from ledger.governance import POLICY, PROPOSAL
 
 CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
@@ -89,7 +90,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         """{node_id, org, ak_public (b64 TPM2B_PUBLIC), gpus: [{uuid, generation}],
         pcr_policy_id (a PCR policy both organisations approved; an inline pcr_policy is
         refused), ek_binding and enrolment_quote (required once the channel approved EK
-        roots; see ledger.ek_binding)}"""
+        roots; see ledger.contract.ek_binding)}"""
         req = args.load_object(request)
         node_id, org = args.identifier(req, "node_id"), args.identifier(req, "org")
         ak_public = args.b64bytes(req, "ak_public")
@@ -164,7 +165,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         """{lease_id, tenant, gpus: [uuid], terms: {generation, precision, site, priority,
         start_ms, planned_ms, pue_milli, tariff_micro_per_kwh, capacity_micro_per_gpu_hour,
         attributed_power_mw: {uuid: mW}}, attestation_ids}; terms checked against the
-        rate card and catalogue (ledger.terms)."""
+        rate card and catalogue (ledger.contract.terms)."""
         req = args.load_object(request)
         lease_id, tenant = args.identifier(req, "lease_id"), args.identifier(req, "tenant")
         gpu_ids, asked_terms = args.id_list(req, "gpus"), lease_terms.parse_terms(req)
@@ -274,11 +275,11 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
 
     async def Settle(self, ctx: TransactionContext, request: str) -> str:
         """{lease_id, interval_seq, start_ms, end_ms, measured_mj, telemetry_digest (hex
-        sha256), telemetry_batches: [{gpu, digest, rows}] (ledger.attested_telemetry), final,
+        sha256), telemetry_batches: [{gpu, digest, rows}] (contract.attested_telemetry), final,
         tariff_micro_per_kwh, pue_milli, capacity_micro_per_gpu_hour, capacity_micro,
         priced_energy_micro, measured_energy_micro, settlement_micro, total_micro}: one bill
         line, recomputed from the lease's terms on the ledger
-        (ledger.billing). Idempotent by (lease_id, interval_seq)."""
+        (ledger.contract.billing). Idempotent by (lease_id, interval_seq)."""
         req = billing.parse_request(args.load_object(request))
         stub = ctx.get_stub()
         lease = await rules.load_lease(stub, req["lease_id"])

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger import contract_args as args
-from ledger import readings
-from ledger.contract_state import ATTESTED_TELEMETRY, GPU, ContractError, get_json, put_json
+from attest import readings
+from ledger.contract import args as args
+from ledger.contract.state import ATTESTED_TELEMETRY, GPU, ContractError, get_json, put_json
 
 MAX_BATCHES = 256  # per bill line: ~130 bytes each keeps Settle's argument under 64 KiB
 MAX_BATCH_ROWS = 10**6  # one GPU's readings between two quotes

@@ -8,9 +8,9 @@ from typing import Any
 
 from fabric_chaincode_python.fabric_contract_api import TransactionContext
 
-from ledger import contract_args as args
-from ledger import governance
-from ledger.contract_state import (
+from ledger.contract import args as args
+from ledger.contract import governance
+from ledger.contract.state import (
     ATTESTATION,
     GPU,
     GPU_LEASE,

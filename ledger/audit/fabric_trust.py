@@ -35,8 +35,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.x509.oid import NameOID
 from fabric_protos.msp import identities_pb2
 
-from ledger.certs import CertificateDefect, read_certificate
-from ledger.fabric_block import BlockFormatError, parse
+from ledger.audit.certs import CertificateDefect, read_certificate
+from ledger.audit.fabric_block import BlockFormatError, parse
 
 MAX_ROOTS_BYTES = 1024 * 1024
 MAX_CERT_BYTES = 64 * 1024

@@ -1,5 +1,5 @@
 """The contract's governance functions (ProposePolicy, ApprovePolicy, GetPolicy), mixed into
-WattleaseContract. The rules are in `ledger.governance`; these functions read and write."""
+WattleaseContract. The rules are in `ledger.contract.governance`; these functions read and write."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 from fabric_chaincode_python.fabric_contract_api import TransactionContext
 
-from ledger import contract_args as args
-from ledger import governance as gov
-from ledger.contract_state import ContractError, dumps, get_json, put_json, tx_time_ns
-from ledger.contract_state import json_out as _out
+from ledger.contract import args as args
+from ledger.contract import governance as gov
+from ledger.contract.state import ContractError, dumps, get_json, put_json, tx_time_ns
+from ledger.contract.state import json_out as _out
 
 GOVERNANCE_QUERIES = ["GetPolicy", "GetProposal"]
 

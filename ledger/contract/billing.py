@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger import attested_telemetry, money
-from ledger import contract_args as args
-from ledger.contract_state import SEQ_DIGITS, ContractError
+from ledger import money
+from ledger.contract import args as args
+from ledger.contract import attested_telemetry
+from ledger.contract.state import SEQ_DIGITS, ContractError
 
 # The amounts a request states; each must equal the contract's recomputation.
 CLAIMED_AMOUNTS = (

@@ -3,7 +3,7 @@
 The rate card (capacity rate per generation, priority premium, each site's PUE and energy
 tariff) and the generation catalogue it names are ledger data shipped with the contract
 (`ledger/data/`). `rate_card(stub)` is the one place the contract reads them: the version
-both organisations last approved through ledger.governance (kind `rate_card`: the card and
+both organisations last approved through ledger.contract.governance (kind `rate_card`: the card and
 its catalogue, checked by the same loader as the deployed files), else the version deployed
 with the contract. Every refusal names its rule as `[terms.<rule>]`.
 """
@@ -17,11 +17,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from ledger import contract_args as args
 from ledger.canonical import dumps, loads
-from ledger.contract_state import ContractError
+from ledger.contract import args as args
+from ledger.contract.state import ContractError
 
-DATA_DIR = Path(__file__).parent / "data"
+DATA_DIR = Path(__file__).parent.parent / "data"  # ledger/data: package data
 RATE_CARD_PATH = DATA_DIR / "rate-card-v1.json"
 RATE_CARD_SCHEMA = "wattlease.rate-card/1"
 MS_PER_HOUR = 3_600_000
@@ -148,7 +148,7 @@ def _catalogue(text: Any, where: str) -> Any:
 def rate_card_of(card: Any, catalogue: Any, where: str) -> RateCard:
     """The rate card `card` with the generation catalogue it prices (`catalogue`: the JSON
     text of the catalogue file), checked: the one loader of the version deployed with the
-    contract and of any version both organisations approve (ledger.governance, kind
+    contract and of any version both organisations approve (ledger.contract.governance, kind
     `rate_card`). ValueError naming the field otherwise."""
     if not isinstance(card, dict) or card.get("schema") != RATE_CARD_SCHEMA:
         raise ValueError(f"{where}: not a rate card (schema {RATE_CARD_SCHEMA!r})")
@@ -222,7 +222,9 @@ def approved_rate_card(document: dict[str, Any]) -> RateCard:
 async def rate_card(stub: Any) -> RateCard:
     """The rate card in force for this transaction: the version both organisations last
     approved (governance kind `rate_card`), else the version deployed with the contract."""
-    from ledger.governance import approved_policy  # (governance validates with rate_card_of)
+    from ledger.contract.governance import (
+        approved_policy,  # (governance validates with rate_card_of)
+    )
 
     approved = await approved_policy(stub, RATE_CARD_KIND)
     return DEPLOYED if approved is None else _governed(dumps(approved))

@@ -8,10 +8,11 @@ import hashlib
 
 from fabric_chaincode_python.fabric_contract_api import TransactionContext
 
-from ledger import attestation, attested_telemetry, challenges
-from ledger import contract_args as args
-from ledger import contract_rules as rules
-from ledger.contract_state import (
+from ledger.contract import args as args
+from ledger.contract import attested_telemetry, challenges
+from ledger.contract import quote as attestation
+from ledger.contract import rules as rules
+from ledger.contract.state import (
     ATTESTATION,
     CHALLENGE,
     CLOCK,
@@ -22,7 +23,7 @@ from ledger.contract_state import (
     put_json,
     tx_time_ns,
 )
-from ledger.contract_state import json_out as _out
+from ledger.contract.state import json_out as _out
 
 NONCE_MIN_BYTES, NONCE_MAX_BYTES = 8, 64
 
@@ -62,7 +63,7 @@ class AttestationFunctions:
         """{node_id, quote (b64 TPMS_ATTEST), signature (b64 TPMT_SIGNATURE),
         pcr_values: {sha256: {index: hex}}, nonce (hex, from IssueChallenge), telemetry
         (optional): {gpu: batch digest}}. The verdict is recomputed here against the AK on the
-        ledger, over the nonce bound to the telemetry (ledger.attested_telemetry); a failing
+        ledger, over the nonce bound to the telemetry (contract.attested_telemetry); a failing
         verdict is recorded too (as evidence). The attestation's age counts from the
         challenge's issue."""
         req = args.load_object(request)

@@ -36,10 +36,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ledger import attestation, governance, terms
-from ledger import contract_args as args
 from ledger.canonical import dumps
-from ledger.contract_state import NS_PER_S, ContractError
+from ledger.contract import args as args
+from ledger.contract import governance, terms
+from ledger.contract import quote as attestation
+from ledger.contract.state import NS_PER_S, ContractError
 
 EK_ROOTS_KEY = governance.DEFAULT_KEY
 ECDSA_SHA256 = ec.ECDSA(hashes.SHA256())
