@@ -352,6 +352,17 @@ def record_quote(
     return attestation
 
 
+def note_ledger_id(attestation: Attestation, ledger_id: str, *, actor: str) -> Attestation:
+    """The ledger recorded this verdict under `ledger_id` (the id the contract answered with)."""
+    with transaction.atomic():
+        attestation = Attestation.objects.select_for_update().get(pk=attestation.pk)
+        if attestation.ledger_tx != ledger_id:
+            attestation.ledger_tx = ledger_id
+            attestation.save(update_fields=["ledger_tx"])
+            audit(actor, "attestation.recorded", attestation, ledger_id=ledger_id)
+    return attestation
+
+
 def take_ledger_verdict(attestation: Attestation, record: dict, *, actor: str) -> Attestation:
     """The ledger's verdict on a quote stands: every endorser re-verified it against the PCR
     policy both organisations approved. Where this server's verdict differed (its copy of the
