@@ -24,10 +24,10 @@ from attest.inventory import inventory_digest
 from attest.nonces import NonceRecord, NonceRegistry
 from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
+from attest.readings import qualifying_data
 from attest.verdict import SEVERITY_ERROR, SEVERITY_INFO, ClockInfo
 from attest.verifier import verify_quote
-from ledger.readings import qualifying_data
-from ledger.terms import reported_generation_mismatches
+from ledger.contract.terms import reported_generation_mismatches
 from webapp.attestation import telemetry as node_telemetry
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
@@ -354,6 +354,17 @@ def record_quote(
         if check.ok:  # the ledger refuses a replayed nonce anyway; don't send one
             attestation_answered(attestation, digests)
         publish_on_commit("node", name=node.name, trust=node.trust)
+    return attestation
+
+
+def note_ledger_id(attestation: Attestation, ledger_id: str, *, actor: str) -> Attestation:
+    """The ledger recorded this verdict under `ledger_id` (the id the contract answered with)."""
+    with transaction.atomic():
+        attestation = Attestation.objects.select_for_update().get(pk=attestation.pk)
+        if attestation.ledger_tx != ledger_id:
+            attestation.ledger_tx = ledger_id
+            attestation.save(update_fields=["ledger_tx"])
+            audit(actor, "attestation.recorded", attestation, ledger_id=ledger_id)
     return attestation
 
 

@@ -6,10 +6,8 @@ from django.utils.html import format_html
 
 from chaincode_client.governance import document_digest
 from chaincode_client.interface import LedgerError
-from webapp.core.secrets_page import show_once
-from webapp.fleet import rate_card
-from webapp.fleet.actions import quarantine_node
-from webapp.fleet.models import GPU, Generation, GpuHour, Node, PcrPolicy, Site
+from webapp.fleet import actions, rate_card
+from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site
 from webapp.outbox.ledger import approved_policy
 from webapp.outbox.records import pcr_policy_document, pcr_policy_id
 
@@ -46,6 +44,23 @@ class SiteAdmin(admin.ModelAdmin):
     list_display = ("name", "pue", "tariff_micro_per_kwh")
     search_fields = ("name",)
 
+    def save_model(self, request, obj, form, change):
+        actions.save_site(obj, actor=str(request.user))
+        if rate_card.site_rates(obj.name) is None:
+            self.message_user(
+                request,
+                f"the rate card in force prices no site named {obj.name!r}: its nodes are not "
+                "leased until a card naming it is approved",
+                messages.WARNING,
+            )
+
+    def delete_model(self, request, obj):
+        actions.remove(obj, actor=str(request.user))
+
+    def delete_queryset(self, request, queryset):
+        for site in queryset:
+            actions.remove(site, actor=str(request.user))
+
     @admin.display(description="PUE (rate card)")
     def pue(self, site: Site) -> str:
         rates = rate_card.site_rates(site.name)
@@ -68,6 +83,16 @@ class PcrPolicyAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     readonly_fields = ("ledger_key", "on_the_ledger", "ledger_document")
     actions = ["download_ledger_document"]
+
+    def save_model(self, request, obj, form, change):
+        actions.save_pcr_policy(obj, actor=str(request.user))
+
+    def delete_model(self, request, obj):
+        actions.remove(obj, actor=str(request.user))
+
+    def delete_queryset(self, request, queryset):
+        for policy in queryset:
+            actions.remove(policy, actor=str(request.user))
 
     @admin.display(description="ledger key")
     def ledger_key(self, policy: PcrPolicy) -> str:
@@ -132,53 +157,21 @@ def ledger_standing(policy: PcrPolicy) -> str:
     )
 
 
-class GPUInline(admin.TabularInline):
-    model = GPU
-    extra = 0
-
-
-@admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
-    list_display = ("name", "site", "status", "trust", "last_good_attestation", "pcr_policy")
-    list_filter = ("status", "trust", "site", "pcr_policy")
-    search_fields = ("name", "ak_name", "gpus__uuid")
-    readonly_fields = ("ak_name", "ek_name", "last_good_attestation", "created", "trust")
-    inlines = [GPUInline]
-    actions = ["issue_credential", "revoke_ak", "quarantine"]
-
-    @admin.action(description="Issue a node agent credential (shown once)")
-    def issue_credential(self, request, queryset):
-        from webapp.attestation.actions import issue_node_credential
-
-        issued = [
-            (
-                str(node),
-                f"WATTLEASE_NODE_CREDENTIAL={issue_node_credential(node, actor=str(request.user))}",
-            )
-            for node in queryset
-        ]
-        return show_once(request, "Node agent credentials", issued)
-
-    @admin.action(description="Revoke the AK (the agent must enrol again)")
-    def revoke_ak(self, request, queryset):
-        from webapp.attestation.actions import revoke_ak
-
-        for node in queryset:
-            revoke_ak(node, actor=str(request.user))
-        self.message_user(request, f"revoked the AK of {queryset.count()} node(s)")
-
-    @admin.action(description="Quarantine (no new leases)")
-    def quarantine(self, request, queryset):
-        for node in queryset:
-            quarantine_node(node, actor=str(request.user))
-        self.message_user(request, f"quarantined {queryset.count()} node(s)")
-
-
 @admin.register(GPU)
 class GPUAdmin(admin.ModelAdmin):
     list_display = ("uuid", "node", "index", "generation")
     list_filter = ("generation__family", "generation", "node__site")
     search_fields = ("uuid", "node__name")
+
+    def save_model(self, request, obj, form, change):
+        actions.save_gpu(obj, actor=str(request.user))
+
+    def delete_model(self, request, obj):
+        actions.remove(obj, actor=str(request.user))
+
+    def delete_queryset(self, request, queryset):
+        for gpu in queryset:
+            actions.remove(gpu, actor=str(request.user))
 
 
 # TelemetrySample has no admin page: millions of rows a day, keyed by (GPU, instant), which
