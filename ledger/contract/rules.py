@@ -30,7 +30,9 @@ ACTIVE, ENDED = "ACTIVE", "ENDED"
 def require_org(ctx: TransactionContext, org: str, what: str) -> None:
     caller = creator_msp(ctx)
     if caller != org:
-        raise ContractError(f"{what} belongs to {org}; the caller is {caller or '(none)'}")
+        raise ContractError(
+            f"[org.not_owner] {what} belongs to {org}; the caller is {caller or '(none)'}"
+        )
 
 
 async def load_node(stub: Any, node_id: str) -> dict[str, Any]:
@@ -38,7 +40,7 @@ async def load_node(stub: Any, node_id: str) -> dict[str, Any]:
     version both organisations approved last (a change applies to every later check)."""
     node = await get_json(stub, NODE + node_id)
     if node is None:
-        raise ContractError(f"node {node_id} is not registered")
+        raise ContractError(f"[node.unknown] node {node_id} is not registered")
     if node.get("pcr_policy_id"):
         node["pcr_policy"] = await governed_pcr_policy(stub, node["pcr_policy_id"])
     return dict(node)
@@ -72,7 +74,7 @@ async def registration_policy(stub: Any, req: dict[str, Any]) -> tuple[str, dict
 async def load_lease(stub: Any, lease_id: str) -> dict[str, Any]:
     lease = await get_json(stub, LEASE + lease_id)
     if lease is None:
-        raise ContractError(f"lease {lease_id} does not exist")
+        raise ContractError(f"[lease.unknown] lease {lease_id} does not exist")
     return lease
 
 
@@ -80,7 +82,9 @@ async def active_lease(ctx: TransactionContext, lease_id: str) -> dict[str, Any]
     lease = await load_lease(ctx.get_stub(), lease_id)
     require_org(ctx, lease["org"], f"lease {lease_id}")
     if lease["status"] != ACTIVE:
-        raise ContractError(f"lease {lease_id} is {lease['status']}, not {ACTIVE}")
+        raise ContractError(
+            f"[lease.not_active] lease {lease_id} is {lease['status']}, not {ACTIVE}"
+        )
     return lease
 
 
@@ -94,16 +98,16 @@ async def claimable(
     for att_id in att_ids:
         record = await get_json(stub, ATTESTATION + att_id)
         if record is None:
-            raise ContractError(f"attestation {att_id} does not exist")
+            raise ContractError(f"[attest.unknown] attestation {att_id} does not exist")
         atts[att_id] = record
     gpus, nodes = [], {}
     for uuid in gpu_ids:
         gpu = await get_json(stub, GPU + uuid)
         if gpu is None:
-            raise ContractError(f"GPU {uuid} is not registered")
+            raise ContractError(f"[gpu.unknown] GPU {uuid} is not registered")
         holder = await get_json(stub, GPU_LEASE + uuid)
         if holder is not None:
-            raise ContractError(f"GPU {uuid} is in active lease {holder['lease_id']}")
+            raise ContractError(f"[gpu.busy] GPU {uuid} is in active lease {holder['lease_id']}")
         node_id = gpu["node_id"]
         if node_id not in nodes:
             nodes[node_id] = await load_node(stub, node_id)
@@ -114,7 +118,7 @@ async def claimable(
 
 def require_attested(node: dict[str, Any], atts: Any, now_ns: int) -> None:
     if node["revoked"]:
-        raise ContractError(f"the AK of node {node['node_id']} is revoked")
+        raise ContractError(f"[node.revoked] the AK of node {node['node_id']} is revoked")
     max_age_ns = node["pcr_policy"]["max_age_s"] * NS_PER_S
     reasons = []
     for att in atts:
@@ -133,7 +137,7 @@ def require_attested(node: dict[str, Any], atts: Any, now_ns: int) -> None:
         else:
             return
     raise ContractError(
-        f"node {node['node_id']} has no good attestation within its policy's age"
+        f"[node.unattested] node {node['node_id']} has no good attestation within its policy's age"
         + (f": {'; '.join(reasons)}" if reasons else " among attestation_ids")
     )
 
