@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from ledger.terms import RateCard
+from ledger.contract.terms import RateCard
 from scheduler.advice import (
     HourTotals,
     PoolState,

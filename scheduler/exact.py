@@ -17,8 +17,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
+from ledger.contract.terms import RateCard
 from ledger.money import MICRO_PER_UNIT
-from ledger.terms import RateCard
 from scheduler.catalogue import Catalogue
 from scheduler.fleet import PlanInput
 from scheduler.pricing import GpuCondition, Pricer, PricingPolicy

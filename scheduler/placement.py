@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NamedTuple
 
+from ledger.contract.terms import RateCard
 from ledger.money import Terms
-from ledger.terms import RateCard
 from scheduler.catalogue import Catalogue
 from scheduler.fleet import Gpu, Job, Lease, PlanInput
 from scheduler.improve import MAX_REFIT_PLACEMENTS, improve, refit

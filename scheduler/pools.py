@@ -18,7 +18,7 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from ledger.terms import RateCard
+from ledger.contract.terms import RateCard
 from scheduler.catalogue import Generation
 from scheduler.fleet import Job
 from scheduler.pricing import Pricer

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from ledger import money
-from ledger.terms import load_rate_card
+from ledger.contract.terms import load_rate_card
 from scheduler.api import lease_terms, plan_batch
 from scheduler.exact import job_gpu_costs, solve_exact
 from scheduler.fleet import PlanInputError, parse_plan_input

@@ -22,8 +22,14 @@ from typing import Any
 from django.conf import settings
 
 from chaincode_client.interface import LedgerError
+from ledger.contract.terms import (
+    DEPLOYED,
+    RATE_CARD_KIND,
+    RATE_CARD_PATH,
+    RateCard,
+    approved_rate_card,
+)
 from ledger.money import MILLI_PER_UNIT
-from ledger.terms import DEPLOYED, RATE_CARD_KIND, RATE_CARD_PATH, RateCard, approved_rate_card
 from scheduler.catalogue import Catalogue, load_catalogue, parse_catalogue
 from webapp.outbox.ledger import approved_policy
 
