@@ -27,8 +27,9 @@ MS_PER_S = 1000
 S_PER_MIN = 60
 MIN_PER_HOUR = 60
 HOURS_PER_DAY = 24
-MONEY_PLACES = 2  # an amount of at least one currency unit: cents
-SMALL_SIGNIFICANT = 3  # below one unit: three significant digits (0.00268), never fewer
+MONEY_PLACES = 2  # an amount of at least a tenth of the currency unit: cents
+CENTS_FROM = Decimal("0.1")
+SMALL_SIGNIFICANT = 3  # below a tenth: three significant digits (0.00268)
 MAX_PLACES = 6  # the ledger's micro-unit: no amount has more
 KWH_SIGNIFICANT = 3
 SYMBOLS = {"EUR": "€", "USD": "$", "GBP": "£", "CNY": "¥", "JPY": "¥"}
@@ -63,13 +64,29 @@ WORDS = {
 }
 
 
+# the steps of a lease's story (webapp.leasing.story: audit actions without "lease.")
+STEPS = {
+    "requested": pgettext_lazy("lease step", "requested"),
+    "placed": pgettext_lazy("lease step", "placed on GPUs"),
+    "active": pgettext_lazy("lease step", "started running"),
+    "migrated": pgettext_lazy("lease step", "moved to other GPUs"),
+    "move_settled": pgettext_lazy("lease step", "settled up to the move"),
+    "ending": pgettext_lazy("lease step", "ended"),
+    "preempted": pgettext_lazy("lease step", "preempted"),
+    "failed": pgettext_lazy("lease step", "failed"),
+    "cancelled": pgettext_lazy("lease step", "cancelled"),
+    "settled": pgettext_lazy("lease step", "settled"),
+}
+
+
 def _grouped(value: Decimal, places: int) -> str:
     return formats.number_format(value, decimal_pos=places, use_l10n=True, force_grouping=True)
 
 
 def _places(value: Decimal) -> int:
-    """Cents from one unit up; below it enough places for SMALL_SIGNIFICANT digits."""
-    if value == 0 or abs(value) >= 1:
+    """Cents from a tenth of a unit up; below it enough places for SMALL_SIGNIFICANT
+    digits, up to the micro-unit."""
+    if value == 0 or abs(value) >= CENTS_FROM:
         return MONEY_PLACES
     leading_zeros = -abs(value).adjusted() - 1  # 0.00268 -> 2
     return min(MAX_PLACES, max(MONEY_PLACES, leading_zeros + SMALL_SIGNIFICANT))
@@ -224,3 +241,10 @@ def word(code: str | None) -> str:
         return "—"
     found = WORDS.get(str(code))
     return str(found) if found is not None else str(code).replace("_", " ")
+
+
+@register.filter
+def step(code: str) -> str:
+    """A step of a lease's story as words."""
+    found = STEPS.get(str(code))
+    return str(found) if found is not None else word(code)
