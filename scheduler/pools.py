@@ -90,7 +90,7 @@ class Pool:
             )
         return rate
 
-    def cost(self, job: Job, power: int) -> Decimal:
+    def cost(self, job: Job, power: int | Decimal) -> Decimal:
         """Ranking key of `job.gpus` of this pool's GPUs with summed power keys `power`: the
         search units of `Pricer.search_cost` for one TFLOPS·h of per-GPU work."""
         return power * self.rate(job) + job.gpus * self.capacity_rate(job)
