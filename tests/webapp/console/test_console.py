@@ -175,7 +175,7 @@ def test_console_api_and_ledger_show_one_quote_to_the_micro_unit(
     recorded = money.Terms.of(on_chain["terms"]).quote()
     assert recorded == shown
     page = owner_login.client.get(f"/console/leases/{lease.pk}/").content.decode()
-    assert _micro(page, "lease-quote") == _micro(page, "lease-total") == recorded
+    assert _micro(page, "lease-quote") == _micro(page, "lease-quote-total") == recorded
     listed = owner_login.client.get("/console/").content.decode()
     assert f'data-micro="{recorded}"' in listed
     assert owner.client.get(f"/api/v1/leases/{lease.pk}/").json()["price_total_micro"] == recorded

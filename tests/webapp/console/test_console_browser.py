@@ -157,7 +157,7 @@ def test_tenant_previews_requests_watches_downloads_and_reads_its_bill(browser, 
     # the lease page's and the API's quote are the quote of the terms the ledger recorded
     terms = _ledger_terms(json.loads(receipt.read_text()))
     recorded = money.Terms.of(terms).quote()
-    assert _micro(page, "#lease-quote") == _micro(page, "#lease-total") == recorded
+    assert _micro(page, "#lease-quote") == _micro(page, "#lease-quote-total") == recorded
     lease_id = int(lease_url.rstrip("/").rsplit("/", 1)[1])
     assert _api(demo, f"/api/v1/leases/{lease_id}/")["price_total_micro"] == recorded
     lease_path = lease_url.removeprefix(demo.base)
