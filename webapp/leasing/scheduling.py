@@ -214,9 +214,8 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
             ),
         )
     for unplaced in plan.unplaced:
-        Lease.objects.filter(pk=int(unplaced.job), state=states.REQUESTED).update(
-            reason=f"waiting: {unplaced.reason}"
-        )
+        lease = Lease.objects.get(pk=int(unplaced.job))
+        actions.note_waiting(lease, reason=f"waiting: {unplaced.reason}", actor=actor)
     return skipped
 
 
