@@ -182,7 +182,7 @@ def cancel_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
         placed = Lease.objects.filter(pk=lease.pk, state=states.PLACED).exists()
         lease = _transition(lease.pk, states.CANCELLED, actor, reason=reason)
         if placed:
-            records.lease_ended(lease)
+            records.lease_ended(lease, cancelled_ms=int(timezone.now().timestamp() * 1000))
     return lease
 
 
