@@ -79,8 +79,8 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "lines": lease.price.get("lines", []),
         "price": {k: v for k, v in lease.price.items() if k != "lines"},
         "generations": Generation.objects.order_by("catalogue_id"),
-        "can_end": lease.state == states.ACTIVE,
-        "can_cancel": lease.state in (states.REQUESTED, states.PLACED),
+        "can_end": lease.state in states.ENDABLE,
+        "can_cancel": lease.state in states.CANCELLABLE,
         "bill": bill_lines.bill(lease.settlements.all()),
     }
     bill_audit.add_verdicts(context["bill"]["lines"])

@@ -22,6 +22,7 @@ from django.db import close_old_connections
 
 from attest.agent.http import BAD_REQUEST, AgentApi, AgentApiError, attest_once, enrol
 from attest.agent.tpm import Agent
+from attest.policy import DEFAULT_SELECTION
 from attest.readings import row_text
 from attest.swtpm import LocalCA, Swtpm, start_node_tpm
 from scheduler.telemetry.sample import CSV_FIELDS
@@ -34,7 +35,6 @@ log = logging.getLogger("wattlease.demo.agents")
 SERVER_WAIT_S = 60.0
 TAMPERED_NODE_INDEX = -1  # the last demo node
 TAMPER_EVENT = b"demo: Secure Boot disabled"
-POLICY_PCRS = "sha256:0,2,7"
 STOP_WAIT_S = 3.0
 MAX_READINGS_PER_QUOTE = 10_000  # ~600 KB, under the agent API's limit; the rest goes next
 
@@ -98,7 +98,7 @@ class DemoAgents:
     def _record_golden_values(self, policy: PcrPolicy, reference: Node) -> None:
         """Golden values come from a reference machine, as an operator would take them."""
         with Agent(self.tpms[reference.name].tcti) as agent:
-            values = agent.read_pcrs(POLICY_PCRS)["sha256"]
+            values = agent.read_pcrs(DEFAULT_SELECTION)["sha256"]
         policy.pcrs = {"sha256": {str(i): v.hex() for i, v in values.items()}}
         policy.save()
 

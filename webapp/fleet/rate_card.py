@@ -23,6 +23,7 @@ from django.conf import settings
 
 from chaincode_client.interface import LedgerError
 from ledger.contract.terms import DEPLOYED, RATE_CARD_KIND, RateCard, approved_rate_card
+from ledger.units import pue_of_milli
 from scheduler.catalogue import Catalogue, load_catalogue, parse_catalogue
 from webapp.outbox.ledger import approved_policy
 
@@ -62,7 +63,7 @@ def site_rates(name: str) -> tuple[Decimal, int] | None:
     None when it prices no such site."""
     for site in in_force().card.sites.values():
         if site["name"] == name:
-            return Decimal(site["pue_milli"]) / 1000, site["tariff_micro_per_kwh"]
+            return pue_of_milli(site["pue_milli"]), site["tariff_micro_per_kwh"]
     return None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
 
+from ledger.units import datetime_of_ms, ms_of
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import cited_readings
 from webapp.leasing.models import Settlement
@@ -32,12 +33,12 @@ def month_bounds_ms(month: str) -> tuple[int, int]:
     nxt = (year + number // MONTHS_PER_YEAR, number % MONTHS_PER_YEAR + 1)
     start = datetime(year, number, 1, tzinfo=UTC)
     end = datetime(nxt[0], nxt[1], 1, tzinfo=UTC)
-    return int(start.timestamp() * 1000), int(end.timestamp() * 1000)
+    return ms_of(start), ms_of(end)
 
 
 def month_of(ms: int) -> str:
     """The month (`YYYY-MM`, UTC) that the instant `ms` falls in."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m")
+    return datetime_of_ms(ms).strftime("%Y-%m")
 
 
 def months(lines: QuerySet) -> list[str]:

@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db import models
 
+from ledger.units import datetime_of_ms
 from scheduler.catalogue import PRECISIONS as CATALOGUE_PRECISIONS
 from webapp.fleet.models import GPU
 from webapp.leasing import states
@@ -65,7 +65,7 @@ class Lease(models.Model):
         generation whose terms that line is priced at."""
         return [
             {
-                "until": datetime.fromtimestamp(move["until_ms"] / 1000, tz=UTC),
+                "until": datetime_of_ms(move["until_ms"]),
                 "generation": move["terms"]["generation"],
             }
             for move in self.unsettled_moves
