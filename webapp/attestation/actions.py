@@ -339,7 +339,12 @@ def record_quote(
             },
             clock=verdict.clock.to_dict() if verdict.clock else {},
         )
-        node_telemetry.keep(attestation, batches)
+        try:
+            node_telemetry.keep(attestation, batches)
+        except node_telemetry.TelemetryRefused as refused:  # nothing of the quote is kept
+            raise EnrolmentRefused(
+                [{"code": "telemetry_refused", "detail": str(refused)}]
+            ) from None
         node.trust = Node.TRUSTED if verdict.valid else Node.FAILED
         if verdict.valid:
             node.last_good_attestation = attestation.created

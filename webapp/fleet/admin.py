@@ -7,7 +7,7 @@ from django.utils.html import format_html
 from chaincode_client.governance import document_digest
 from chaincode_client.interface import LedgerError
 from webapp.fleet import actions, rate_card
-from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site, TelemetrySample
+from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site
 from webapp.outbox.ledger import approved_policy
 from webapp.outbox.records import pcr_policy_document, pcr_policy_id
 
@@ -174,20 +174,8 @@ class GPUAdmin(admin.ModelAdmin):
             actions.remove(gpu, actor=str(request.user))
 
 
-@admin.register(TelemetrySample)
-class TelemetrySampleAdmin(admin.ModelAdmin):
-    list_display = (
-        "t_ms",
-        "gpu",
-        "util_gpu_pct",
-        "util_mem_pct",
-        "power_mw",
-        "energy_mj",
-        "temp_c",
-    )
-    list_filter = ("gpu__node",)
-    search_fields = ("gpu__uuid",)
-    readonly_fields = [f.name for f in TelemetrySample._meta.fields]
+# TelemetrySample has no admin page: millions of rows a day, keyed by (GPU, instant), which
+# the admin cannot list (no composite keys); the dashboards and the rollups below show them.
 
 
 @admin.register(GpuHour)
