@@ -1,7 +1,10 @@
-"""`python -m chaincode_client.fabric_network build|up|down|status|logs|env`.
+"""`python -m chaincode_client.fabric_network build|up|down|status|logs|env|roots|org|channel`.
 
 - `build`: install the pinned Fabric binaries into the cache (or reuse them);
 - `up`: bring the loopback network up (idempotent), printing each step;
+- `org init|secret|join|commit|status PARTY`, `channel create`: the same steps, each run on
+  one party's own host (docs/operations.md, "Two organisations on separate machines");
+  `--plan FILE` names every party's address (the same public file on every host);
 - `down`: stop every process and check no port is left open (`--purge` also deletes the
   network's folder);
 - `status`: which processes run, the package ids, whether the cached build is verified;
@@ -31,6 +34,7 @@ from chaincode_client.fabric_network.build import (
 )
 from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT, Layout, NetworkError
 from chaincode_client.fabric_network.network import Network
+from chaincode_client.fabric_network.parties import run_party
 from chaincode_client.fabric_network.processes import tail
 from chaincode_client.fabric_network.roots import roots_pem
 
@@ -40,12 +44,24 @@ def default_root() -> Path:
 
 
 def _layout(args: argparse.Namespace) -> Layout:
-    return Layout(
-        Path(args.root).resolve(),
-        base_port=args.base_port,
-        channel=args.channel,
-        client_mtls=args.client_mtls,
-    )
+    options = {"base_port": args.base_port, "channel": args.channel}
+    options["client_mtls"] = args.client_mtls
+    if getattr(args, "plan", None):
+        options.update(read_plan(Path(args.plan)))
+    return Layout(Path(args.root).resolve(), **options)  # type: ignore[arg-type]
+
+
+def read_plan(path: Path) -> dict[str, object]:
+    """A network plan: `{"base_port": 7050, "channel": "wattlease", "client_mtls": false,
+    "addresses": {"orderer0": "10.0.0.1", ..., "Org1MSP": "10.0.0.11", ...}}` (public)."""
+    try:
+        plan = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise NetworkError(f"--plan {path}: not a readable JSON file ({exc})") from exc
+    known = {"base_port", "channel", "client_mtls", "addresses"}
+    if not isinstance(plan, dict) or set(plan) - known:
+        raise NetworkError(f"--plan {path}: expected an object with keys among {sorted(known)}")
+    return plan
 
 
 def _network_options(parser: argparse.ArgumentParser, after_command: bool) -> None:
@@ -64,6 +80,7 @@ def _network_options(parser: argparse.ArgumentParser, after_command: bool) -> No
         default=default(False),
         help="peers require client TLS certificates",
     )
+    parser.add_argument("--plan", default=default(None), help="the network plan (JSON)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,8 +109,20 @@ def main(argv: list[str] | None = None) -> int:
     roots = sub.add_parser("roots", help="the channel's trust roots (PEM) for an auditor")
     roots.add_argument("--out", type=Path, help="file to write (default: stdout)")
     roots.add_argument("--chaincode", help="the Wattlease chaincode's name (default: the layout's)")
+    org = sub.add_parser("org", parents=[after], help="one party's steps, on its own host")
+    org.add_argument("action", choices=["init", "secret", "join", "commit", "status"])
+    org.add_argument("party", help="Org1MSP, Org2MSP, orderer0, orderer1 or orderer2")
+    org.add_argument(
+        "--enroll-secret",
+        default=os.environ.get("WATTLEASE_ENROLL_SECRET"),
+        help="an orderer's one-time secret from the ordering org's admin (`org secret`)",
+    )
+    channel = sub.add_parser("channel", parents=[after], help="the channel's genesis block")
+    channel.add_argument("action", choices=["create"])
     args = parser.parse_args(argv)
     try:
+        if args.command in ("org", "channel"):
+            return run_party(_layout(args), args)
         return _run(args)
     except (NetworkError, BuildError) as exc:
         print(f"fabric {args.command} FAILED: {exc}", file=sys.stderr)

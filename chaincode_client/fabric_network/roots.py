@@ -24,6 +24,6 @@ def _cacert(msp_dir: Path) -> bytes:
 def roots_pem(layout: Layout, chaincode: str | None = None) -> str:
     """The roots file (`ledger.fabric_trust` format) of the network laid out by `layout`, for
     receipts of `chaincode` (default: the layout's Wattlease chaincode)."""
-    orderers = {ORDERER_MSP: _cacert(layout.orderer_org_dir() / "msp")}
-    orgs = {org.msp_id: _cacert(layout.org_dir(org) / "msp") for org in layout.orgs}
+    orderers = {ORDERER_MSP: _cacert(layout.public_dir(ORDERER_MSP) / "msp")}
+    orgs = {org.msp_id: _cacert(layout.public_dir(org.msp_id) / "msp") for org in layout.orgs}
     return format_roots(layout.channel, chaincode or layout.chaincode, orderers, orgs)

@@ -70,7 +70,7 @@ def test_up_twice_then_down_leaves_nothing_then_up_again_resumes(tmp_path):
         down = cli(root, base, "down")
     assert down.returncode == 0, down.stderr
     assert all(processes.running_pid(layout, n) is None for n in layout.process_names())
-    assert processes.wait_ports_closed(layout.ports(), timeout_s=0) == []
+    assert processes.wait_ports_closed(layout.endpoints(), timeout_s=0) == []
     leftover = subprocess.run(["pgrep", "-f", str(root)], capture_output=True, text=True)
     assert leftover.stdout == ""
 
