@@ -67,7 +67,7 @@ lint: setup
 # docs/screenshots/: the console and dashboards as the browser tests see them on the demo
 screenshots: setup
 	WATTLEASE_SCREENSHOTS=docs/screenshots $(PY) -m pytest -p no:cacheprovider -q \
-		tests/webapp/test_console_browser.py
+		tests/webapp/console/test_console_browser.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from attest.errors import MalformedEvidence, PolicyError
+from attest.files import TooLarge, read_bounded
 from attest.pcrfile import parse_pcr_file
 from attest.policy import PcrPolicy
 from attest.structs import parse_attest
 from attest.verdict import ClockInfo, Verdict
 from attest.verifier import verify_quote
-from ledger.files import TooLarge, read_bounded
 
 EXIT_VALID = 0
 EXIT_INVALID = 1

@@ -30,6 +30,60 @@ PORT_ATTEMPTS = 3
 # TPM2_Shutdown(TPM_SU_CLEAR): tag NO_SESSIONS, size 12, command code 0x145, type 0.
 TPM2_SHUTDOWN_CLEAR = bytes.fromhex("80010000000c000001450000")
 TPM_RESPONSE_HEADER_BYTES = 10
+TPM_RC_SUCCESS = 0
+MAX_RESPONSE_BYTES = 4096
+TPM_CAP_TPM_PROPERTIES = 6
+TPM_PT_LOCKOUT_COUNTER = 0x20E  # followed by TPM_PT_MAX_AUTH_FAIL (0x20F)
+TPM_PT_MAX_AUTH_FAIL = 0x20F
+TPM_GET_CAPABILITY_HEADER = bytes.fromhex("8001000000160000017a")  # no sessions, 22 bytes
+# TPM2_DictionaryAttackParameters (0x13a) and TPM2_DictionaryAttackLockReset (0x139) on
+# TPM_RH_LOCKOUT with an empty password session (swtpm_setup leaves lockoutAuth empty).
+TPM_CC_DA_PARAMETERS = 0x13A
+TPM_CC_DA_LOCK_RESET = 0x139
+TPM_RH_LOCKOUT = 0x4000000A
+EMPTY_PASSWORD_SESSION = bytes.fromhex("400000090000010000")  # handle, nonce, attrs, hmac
+
+
+@dataclass(frozen=True)
+class DaParameters:
+    """The dictionary-attack parameters a TPM is given (docs/attestation.md, "Dictionary-
+    attack parameters"). The TPM counts one failure per refused authorisation of a
+    DA-protected object (an AK) and one per start after a power loss; at `max_tries` it
+    refuses every DA-protected authorisation; one failure is forgiven per `recovery_time_s`
+    of powered time; a failed lockoutAuth locks that hierarchy for `lockout_recovery_s`."""
+
+    max_tries: int
+    recovery_time_s: int
+    lockout_recovery_s: int
+
+    def command(self) -> bytes:
+        body = b"".join(
+            n.to_bytes(4, "big")
+            for n in (self.max_tries, self.recovery_time_s, self.lockout_recovery_s)
+        )
+        return _lockout_command(TPM_CC_DA_PARAMETERS, body)
+
+
+# The demo's software TPMs lose power on every abrupt stop of the demo (each counts one
+# failure): many tries, and quick self-healing, so no sequence of stops locks them out.
+DEMO_DA_PARAMETERS = DaParameters(max_tries=32, recovery_time_s=10, lockout_recovery_s=60)
+
+
+def _size(response: bytes) -> int:
+    return int.from_bytes(response[2:6], "big")
+
+
+def _lockout_command(code: int, body: bytes = b"") -> bytes:
+    size = 2 + 4 + 4 + 4 + 4 + len(EMPTY_PASSWORD_SESSION) + len(body)
+    return (
+        b"\x80\x02"
+        + size.to_bytes(4, "big")
+        + code.to_bytes(4, "big")
+        + TPM_RH_LOCKOUT.to_bytes(4, "big")
+        + len(EMPTY_PASSWORD_SESSION).to_bytes(4, "big")
+        + EMPTY_PASSWORD_SESSION
+        + body
+    )
 
 
 class SwtpmError(RuntimeError):
@@ -216,6 +270,57 @@ class Swtpm:
                 s.recv(TPM_RESPONSE_HEADER_BYTES)
         except OSError:
             pass  # a busy or dead TPM still gets SIGTERM below
+
+    def send(self, command: bytes) -> bytes:
+        """Send one TPM command on the server port; the whole response."""
+        with socket.create_connection((self.host, self.port), timeout=STOP_TIMEOUT_S) as s:
+            s.sendall(command)
+            data = b""
+            while len(data) < TPM_RESPONSE_HEADER_BYTES or len(data) < _size(data):
+                chunk = s.recv(MAX_RESPONSE_BYTES)
+                if not chunk:
+                    raise SwtpmError(f"swtpm on port {self.port} closed the connection")
+                data += chunk
+        return data
+
+    def _run(self, what: str, command: bytes) -> bytes:
+        data = self.send(command)
+        rc = int.from_bytes(data[6:10], "big")
+        if rc != TPM_RC_SUCCESS:
+            raise SwtpmError(f"{what} answered {rc:#x}")
+        return data
+
+    def set_da_parameters(self, params: DaParameters) -> None:
+        """Give the TPM explicit dictionary-attack parameters (its failure count stays)."""
+        self._run("TPM2_DictionaryAttackParameters", params.command())
+
+    def lockout_counter(self) -> tuple[int, int]:
+        """(TPM2_PT_LOCKOUT_COUNTER, TPM2_PT_MAX_AUTH_FAIL): failures counted, and the limit."""
+        fields = (TPM_CAP_TPM_PROPERTIES, TPM_PT_LOCKOUT_COUNTER, 2)  # two properties from there
+        command = TPM_GET_CAPABILITY_HEADER + b"".join(n.to_bytes(4, "big") for n in fields)
+        data = self._run("TPM2_GetCapability", command)
+        # header, moreData, capability, count, then (property, value) pairs
+        at = TPM_RESPONSE_HEADER_BYTES + 1 + 4 + 4
+        values = {
+            int.from_bytes(data[i : i + 4], "big"): int.from_bytes(data[i + 4 : i + 8], "big")
+            for i in range(at, len(data) - 7, 8)
+        }
+        return values[TPM_PT_LOCKOUT_COUNTER], values[TPM_PT_MAX_AUTH_FAIL]
+
+    def reset_lockout(self) -> None:
+        """TPM2_DictionaryAttackLockReset with the (empty) lockout authorisation."""
+        self._run("TPM2_DictionaryAttackLockReset", _lockout_command(TPM_CC_DA_LOCK_RESET))
+
+    def power_loss(self) -> None:
+        """Cut the power: SIGKILL, no TPM2_Shutdown, so the next start sees a TPM reset with
+        its clock not safe, as after a real power loss. `start()` brings it back."""
+        proc, self.process = self.process, None
+        if proc is None:
+            return
+        proc.kill()
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
 
     def stop(self) -> None:
         """Orderly TPM shutdown, then SIGTERM (swtpm saves its state); kill only if stuck."""

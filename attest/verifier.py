@@ -2,8 +2,9 @@
 
 AK attributes → signature scheme vs key → hash algorithm → signature over TPMS_ATTEST →
 magic and type → nonce == extraData → PCR selection covers the policy's → PCR digest == H(values) →
-values == golden → clock sanity vs the previous quote. Structural failures (unparseable
-evidence, a bad signature) stop the run: nothing after them is authenticated.
+values == golden → the clock policy against the last recorded quote (attest.clock). Structural
+failures (unparseable evidence, a bad signature) stop the run: nothing after them is
+authenticated.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
+from attest import clock as clock_policy
 from attest import tpm_constants as C
 from attest.errors import MalformedEvidence, PolicyError
 from attest.pcrfile import PcrValues
@@ -225,25 +227,6 @@ def _check_golden(values: PcrValues, policy: PcrPolicy, v: Verdict) -> None:
                 )
 
 
-def _check_clock(now: ClockInfo, prev: ClockInfo | None, v: Verdict) -> None:
-    if not now.safe:
-        v.add("clock_not_safe", "TPM clock is not marked safe: it may have been rolled back")
-    if prev is None:
-        return
-    if now.reset_count < prev.reset_count:
-        v.add(
-            "reset_count_decreased", f"resetCount {now.reset_count} < previous {prev.reset_count}"
-        )
-    elif now.reset_count == prev.reset_count and now.restart_count < prev.restart_count:
-        v.add(
-            "restart_count_decreased",
-            f"restartCount {now.restart_count} < previous {prev.restart_count}",
-        )
-    same_boot = (now.reset_count, now.restart_count) == (prev.reset_count, prev.restart_count)
-    if same_boot and now.clock < prev.clock:
-        v.add("clock_went_backwards", f"clock {now.clock} ms < previous {prev.clock} ms")
-
-
 def _as_bytes(value: object, what: str) -> bytes:
     """bytes(x) of an int would allocate x zero bytes: accept only bytes-like input."""
     if isinstance(value, bytes):
@@ -356,5 +339,5 @@ def _check_body(
     elif expected is not None:
         v.pcr_values = expected[1]  # only values the signed digest vouches for are reported
         _check_golden(v.pcr_values, policy, v)
-    _check_clock(v.clock, previous_clock, v)
+    v.reasons.extend(clock_policy.judge(v.clock, previous_clock))
     return v

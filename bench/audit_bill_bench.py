@@ -5,7 +5,7 @@
 Builds a real embedded ledger (swtpm quotes, both organisations endorsing), creates N leases
 and settles one line of each, exports every lease's receipt and writes the bill as the API
 serves it (lines with their transaction ids), then times `python -m ledger audit-bill` on it
-in-process (`ledger.audit_bill.audit_bill`) and prints the figures as JSON.
+in-process (`ledger.audit.bill.audit_bill`) and prints the figures as JSON.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ledger_bench import HOUR_MS, setup, submit_all
 from chaincode_client.embedded import EmbeddedClient
-from ledger.audit_bill import audit_bill
+from ledger.audit.bill import audit_bill
+from ledger.audit.receipt import export_receipt, export_roots
 from ledger.engine import EmbeddedLedger
-from ledger.receipt import export_receipt, export_roots
 from tests.ledger.helpers import bill_line, lease_request, lease_terms, now_ms, settle_request
 
 

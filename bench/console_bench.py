@@ -50,7 +50,7 @@ def setup_fleet(gpus: int, days: float) -> list[str]:
 
     from scheduler import api as scheduler
     from scheduler.telemetry.synthetic import SyntheticGpu
-    from webapp.core.seed import gpu_uuid
+    from webapp.demo.seed import gpu_uuid
     from webapp.fleet.catalogue import sync_catalogue
     from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
     from webapp.fleet.telemetry import record_samples
@@ -135,7 +135,7 @@ def run_browser(base: str, uuids: list[str], args: argparse.Namespace) -> None:
     from playwright.sync_api import sync_playwright
 
     from scheduler.telemetry.sample import TelemetrySample
-    from tests.webapp.test_dashboard_browser import CHROMIUM_ARGS
+    from tests.webapp.dashboard.test_dashboard_browser import CHROMIUM_ARGS
     from webapp.fleet.telemetry import record_samples
 
     writer = ThreadPoolExecutor(max_workers=1)

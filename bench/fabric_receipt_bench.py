@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ledger.fabric_receipt import verify_fabric_receipt  # noqa: E402
-from ledger.fabric_trust import clear_cert_caches  # noqa: E402
+from ledger.audit.fabric_receipt import verify_fabric_receipt  # noqa: E402
+from ledger.audit.fabric_trust import clear_cert_caches  # noqa: E402
 from tests.ledger.fabric_chain import Channel, block_of, receipt  # noqa: E402
 from tests.ledger.fabric_stories import LEASE, lease_story  # noqa: E402
 

@@ -35,8 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chaincode_client.embedded import EmbeddedClient
+from ledger.audit.receipt import export_receipt, verify_receipt
 from ledger.engine import EmbeddedLedger
-from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import swtpm_node
 from tests.ledger.helpers import (
     H100,

@@ -1,6 +1,6 @@
 """Putting a policy in force on the ledger as two organisations' admins do it: one proposes
 (ProposePolicy), an admin of another organisation approves (ApprovePolicy). Each client
-signs with its own identity; the contract (ledger.governance) checks both are admins of
+signs with its own identity; the contract (ledger.contract.governance) checks both are admins of
 different organisations.
 
 A proposal is known to the approver by its id, passed on by the proposer; `approve` is

@@ -25,11 +25,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from attest.files import TooLarge, read_bounded
 from chaincode_client import governance
 from chaincode_client.interface import LedgerClient, LedgerError
-from ledger.contract_args import ArgumentError
-from ledger.files import TooLarge, read_bounded
-from ledger.governance import DEFAULT_KEY, VALIDATORS
+from ledger.contract.args import ArgumentError
+from ledger.contract.governance import DEFAULT_KEY, VALIDATORS
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024  # a rate card with its catalogue is ~20 KB
 EXIT_REFUSED, EXIT_USAGE = 1, 2

@@ -11,11 +11,11 @@ import json
 import sys
 from pathlib import Path
 
-from ledger.audit import verify_ledger
-from ledger.audit_bill import UnusableInput, audit_bill
+from ledger.audit.bill import UnusableInput, audit_bill
+from ledger.audit.chain import verify_ledger
+from ledger.audit.receipt import export_receipt, export_roots, load_receipt
+from ledger.audit.receipt_trust import TrustError, load_trust
 from ledger.genesis import load_roots
-from ledger.receipt import export_receipt, export_roots, load_receipt
-from ledger.receipt_trust import TrustError, load_trust
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from ledger.fabric_trust import RootsError, parse_roots
+from ledger.audit.fabric_trust import RootsError, parse_roots
 
 GENESIS_PREVIOUS_HASH = "0" * 64
 
@@ -37,7 +37,7 @@ def read_config(store: _Chain) -> dict[str, Any]:
 def load_roots(path: Path) -> dict[str, bytes]:
     """The channel's organisation CA certificates an auditor trusts, obtained from each
     organisation (never from the receipt being checked): `<MSPID>.pem` files in a folder, or
-    a roots file (`org MSPID` lines, each followed by its CA's PEM: ledger.fabric_trust)."""
+    a roots file (`org MSPID` lines, each followed by its CA's PEM: ledger.audit.fabric_trust)."""
     directory = Path(path)
     if directory.is_file():
         try:

@@ -14,7 +14,7 @@ import tempfile
 from decimal import Decimal
 from pathlib import Path
 
-from ledger.files import TooLarge, read_bounded
+from attest.files import TooLarge, read_bounded
 from scheduler.catalogue import CatalogueError, load_catalogue
 from scheduler.fleet import PlanInputError, parse_plan_input
 from scheduler.placement import plan

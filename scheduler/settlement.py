@@ -11,7 +11,7 @@ those terms from a price and the rate card. docs/billing.md is the model.
 
 A line measures only readings a valid TPM quote of their node attested (docs/billing.md,
 "Attested telemetry"): it is computed from the attested batches of its GPUs, cites those with
-a reading inside the interval, and its telemetry digest is ledger.readings' evidence digest
+a reading inside the interval, and its telemetry digest is attest.readings' evidence digest
 of them.
 """
 
@@ -23,9 +23,10 @@ from decimal import ROUND_CEILING, ROUND_HALF_EVEN
 from itertools import pairwise
 from typing import Any
 
-from ledger import money, readings
-from ledger.attested_telemetry import MAX_BATCHES
-from ledger.terms import RateCard
+from attest import readings
+from ledger import money
+from ledger.contract.attested_telemetry import MAX_BATCHES
+from ledger.contract.terms import RateCard
 from scheduler.catalogue import Catalogue
 from scheduler.pricing import PriceBreakdown
 from scheduler.telemetry.sample import TelemetryError, TelemetrySample
@@ -90,7 +91,7 @@ def measure(
 
 
 def telemetry_digest(samples: Iterable[TelemetrySample]) -> str:
-    """One GPU's digest (ledger.readings), over its samples in time order."""
+    """One GPU's digest (attest.readings), over its samples in time order."""
     return readings.gpu_digest(readings.row_text(s.canonical()) for s in samples)
 
 

@@ -1,6 +1,7 @@
 """The whole test suite, as `make test` and CI run it.
 
-1. static checks: ruff (lint + format), Django's system checks, no missing migration;
+1. static checks: ruff (lint + format), Django's system checks, no missing migration, mypy,
+   the import contracts (import-linter);
    then Prometheus, promtool and Jaeger are built when the cache lacks them (their tests
    need them and fail, never skip, without them);
 2. every test with the embedded defaults (SQLite, in-memory channel layer);
@@ -17,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.services import temporary_postgres, temporary_redis
 
@@ -67,6 +69,7 @@ def main() -> None:
     step("django checks", [PY, "manage.py", "check", "--fail-level", "WARNING"])
     step("migrations", [PY, "manage.py", "makemigrations", "--check", "--dry-run"])
     step("mypy (pure libraries)", [PY, "-m", "mypy"])
+    step("import contracts (import-linter)", [str(Path(PY).with_name("lint-imports"))])
     step("observability binaries (cached go install)", [PY, "-m", "webapp.observability", "build"])
     fabric_missing = fabric_install_problem()
     step(

@@ -7,7 +7,7 @@ import os
 
 os.environ.setdefault("WATTLEASE_ENV", "development")
 # Tests settle a lease as soon as it ends, on the readings they stored for it; the demo they
-# start waits for its telemetry as production does (tests/webapp/test_demo_server.demo_env).
+# start waits for its telemetry as production does (tests/webapp/demo/test_demo_server.demo_env).
 os.environ.setdefault("TELEMETRY_SETTLE_WAIT_S", "0")
 # Each test has a ledger of its own: read the rate card in force from it every time.
 os.environ.setdefault("RATE_CARD_REFRESH_S", "0")

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "webapp.dashboard",
     "webapp.console",
     "webapp.observability",
+    "webapp.demo",
 ]
 
 MIDDLEWARE = [

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from attest import readings as telemetry
 from attest.agent.tpm import AK_ECC, Agent, AkKey, QuoteEvidence
 from attest.inventory import inventory_digest, read_nvml_inventory
-from ledger import readings as telemetry
 
 log = logging.getLogger("attest.agent")
 
@@ -136,7 +136,7 @@ def fetch_challenge(api: AgentApi, wait_s: float = CHALLENGE_WAIT_S) -> dict[str
 
 def attest_once(agent: Agent, api: AgentApi, ak: AkKey, readings: str = "") -> dict[str, Any]:
     """Fetch the ledger's challenge, quote the selected PCRs over it and over the digests of
-    `readings` (the GPUs' canonical CSV rows since the previous quote: ledger.readings), send
+    `readings` (the GPUs' canonical CSV rows since the previous quote: attest.readings), send
     both, return the verdict."""
     challenge = fetch_challenge(api)
     nonce = bytes.fromhex(challenge["nonce"])
@@ -188,7 +188,7 @@ class PendingReadings:
 
 
 class FileCounters:
-    """The host's counter log: whole CSV rows (ledger.readings) another process appends, e.g.
+    """The host's counter log: whole CSV rows (attest.readings) another process appends, e.g.
     an NVML logger; each call returns those appended since the previous one."""
 
     def __init__(self, path: Path) -> None:

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.utils import (
 )
 from fabric_protos.msp import identities_pb2
 
-from ledger.files import TooLarge, read_bounded
+from attest.files import TooLarge, read_bounded
 
 # Order n of the NIST P-256 group (FIPS 186-4, D.1.2.3).
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551

@@ -6,7 +6,7 @@ relied on (`att:ID`), of the quote that attested each batch of readings its bill
 (`attested-telemetry:GPU:DIGEST`) and of every node whose GPUs it held (`node:ID`). Each
 block holding one is fetched from the peer's ledger through the `qscc` system chaincode
 (`GetBlockByTxID`), raw, so `python -m ledger verify-receipt FILE --trust ROOTS.pem`
-re-checks it offline with nothing but the channel's roots (`ledger.fabric_receipt`).
+re-checks it offline with nothing but the channel's roots (`ledger.audit.fabric_receipt`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import base64
 import json
 from typing import Any, Protocol
 
-from ledger.contract_state import ATTESTATION, LEASE, NODE
-from ledger.fabric_block import BlockFormatError, envelope_tx_id, parse_block
-from ledger.fabric_receipt import FORMAT
-from ledger.receipt import cited_marks
+from ledger.audit.fabric_block import BlockFormatError, envelope_tx_id, parse_block
+from ledger.audit.fabric_receipt import FORMAT
+from ledger.audit.receipt import cited_marks
+from ledger.contract.state import ATTESTATION, LEASE, NODE
 
 QSCC = "qscc"
 QSCC_BLOCK_BY_TX = "GetBlockByTxID"

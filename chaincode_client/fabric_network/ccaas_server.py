@@ -1,7 +1,8 @@
 """Serve a contract as chaincode-as-a-service, through the shim adapter.
 
     CHAINCODE_ID=wattlease_1.0:<sha256> CHAINCODE_SERVER_ADDRESS=127.0.0.1:9999 \
-        python -m chaincode_client.fabric_network.ccaas_server [ledger.contract:new_chaincode]
+        python -m chaincode_client.fabric_network.ccaas_server \
+            [ledger.contract.chaincode:new_chaincode]
 
 CHAINCODE_ID is the package id the peer reports after `peer lifecycle chaincode install`; the
 peer dials CHAINCODE_SERVER_ADDRESS (the address in the package's connection.json). TLS is on
@@ -24,7 +25,7 @@ from fabric_chaincode_python.fabric_shim.interfaces import Chaincode
 
 from chaincode_client.fabric_network.shim_adapter import serve
 
-DEFAULT_FACTORY = "ledger.contract:new_chaincode"
+DEFAULT_FACTORY = "ledger.contract.chaincode:new_chaincode"
 PER_MESSAGE_WARNING = "-->> Look out!"  # fabric_shim/handler.py, Handler.handle_message
 
 

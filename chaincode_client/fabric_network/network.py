@@ -47,7 +47,7 @@ RAFT_READY_TIMEOUT_S = 60.0
 GATEWAY_READY_TIMEOUT_S = 90.0
 CHAINCODE_LABEL = "wattlease"
 CHAINCODE_VERSION = "1.0"
-CHAINCODE_FACTORY = "ledger.contract:new_chaincode"
+CHAINCODE_FACTORY = "ledger.contract.chaincode:new_chaincode"
 
 GATEWAY_PROBE = json.dumps({"key": "node:gateway-probe"})  # a read any contract answers
 GATEWAY_POLL_S = 0.25

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chaincode_client.fabric_network.layout import ORDERER_MSP, Layout, NetworkError
-from ledger.fabric_trust import format_roots
+from ledger.audit.fabric_trust import format_roots
 
 
 def _cacert(msp_dir: Path) -> bytes:
@@ -22,7 +22,7 @@ def _cacert(msp_dir: Path) -> bytes:
 
 
 def roots_pem(layout: Layout, chaincode: str | None = None) -> str:
-    """The roots file (`ledger.fabric_trust` format) of the network laid out by `layout`, for
+    """The roots file (`ledger.audit.fabric_trust` format) of the network laid out by `layout`, for
     receipts of `chaincode` (default: the layout's Wattlease chaincode)."""
     orderers = {ORDERER_MSP: _cacert(layout.public_dir(ORDERER_MSP) / "msp")}
     orgs = {org.msp_id: _cacert(layout.public_dir(org.msp_id) / "msp") for org in layout.orgs}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.canonical import dumps, loads
-from ledger.contract import CONTRACT_NAME, new_chaincode
+from ledger.contract.chaincode import CONTRACT_NAME, new_chaincode
 from ledger.engine.msp import ChannelMsp, Identity, MspError
 from ledger.engine.stub import SimulationStub, StateReader
 from ledger.engine.tx import b64, encode_envelope, make_tx_id, sha256_hex, unb64

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ledger.certs import CertificateDefect, read_certificate
+from ledger.audit.certs import CertificateDefect, read_certificate
 
 CERT_VALIDITY_DAYS = 3650
 ECDSA_SHA256 = ec.ECDSA(hashes.SHA256())

@@ -1,5 +1,5 @@
 """The GPU host's energy-counter log: telemetry samples (NVML, or a replayed trace) appended
-as canonical CSV rows (ledger.readings) to a file the node agent reads, so each of its
+as canonical CSV rows (attest.readings) to a file the node agent reads, so each of its
 quotes binds the readings taken since the previous one (`python -m attest agent run
 --readings FILE`; docs/billing.md, "Attested telemetry")."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ledger.readings import row_text
+from attest.readings import row_text
 from scheduler.telemetry.sample import TelemetrySample
 
 

@@ -1,5 +1,5 @@
-"""The project's own contract (ledger/contract.py) served as chaincode-as-a-service through
-the adapter, and the CCaaS package the peers install."""
+"""The project's own contract (ledger/contract/chaincode.py) served as chaincode-as-a-service
+through the adapter, and the CCaaS package the peers install."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_the_wattlease_contract_registers_a_node_and_its_event_reaches_the_peer(
 
     async def scenario() -> tuple[object, object]:
         server, port = make_server(
-            load_factory("ledger.contract:new_chaincode"), "wattlease:1", "127.0.0.1:0"
+            load_factory("ledger.contract.chaincode:new_chaincode"), "wattlease:1", "127.0.0.1:0"
         )
         await server.start()
         address = f"127.0.0.1:{port}"

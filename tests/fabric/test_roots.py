@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from chaincode_client.fabric_network.__main__ import main
 from chaincode_client.fabric_network.layout import ORDERER_MSP, Layout
-from ledger.fabric_trust import parse_roots
+from ledger.audit.fabric_trust import parse_roots
 from tests.ledger.fabric_chain import Org
 
 

@@ -35,8 +35,8 @@ from fabric_protos.peer import (
 
 from chaincode_client.fabric.identity import Identity, Signer
 from chaincode_client.fabric.proposals import build_proposal
-from ledger.fabric_block import header_bytes
-from ledger.fabric_trust import format_roots
+from ledger.audit.fabric_block import header_bytes
+from ledger.audit.fabric_trust import format_roots
 
 CHANNEL = CHAINCODE = "wattlease"
 ORGS = ("Org1MSP", "Org2MSP")

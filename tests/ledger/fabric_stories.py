@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.attested_telemetry import mark_key
 from ledger.canonical import dumps
-from ledger.contract_state import ATTESTATION, SEQ_DIGITS, SETTLEMENT
-from ledger.contract_state import LEASE as LEASE_KEY
+from ledger.contract.attested_telemetry import mark_key
+from ledger.contract.state import ATTESTATION, SEQ_DIGITS, SETTLEMENT
+from ledger.contract.state import LEASE as LEASE_KEY
 from tests.ledger.fabric_chain import Channel, receipt
 from tests.ledger.helpers import A100, batches_for, lease_terms
 from tests.ledger.helpers import settle_request as line_request

@@ -7,12 +7,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from attest import readings
 from chaincode_client.governance import decide
 from chaincode_client.interface import LedgerClient
-from ledger import money, readings
+from ledger import money
+from ledger.contract.terms import DEPLOYED as RATE_CARD
 from ledger.engine.core import msp_dir_for
 from ledger.engine.msp import org_ca_certs
-from ledger.terms import DEPLOYED as RATE_CARD
 
 DEFAULT_MAX_AGE_S = 600
 BOOT_POLICY = "boot"  # the PCR policy id most tests register under (conftest boot_policy)
@@ -92,7 +93,7 @@ def challenge(client: LedgerClient, node_id: str) -> bytes:
 
 
 def telemetry_for(gpus: list[str], t_ms: int = 0) -> dict[str, str]:
-    """Each GPU's batch digest over one reading at `t_ms` (ledger.readings)."""
+    """Each GPU's batch digest over one reading at `t_ms` (attest.readings)."""
     return {g: readings.gpu_digest([f"{t_ms},{g},{t_ms},0,0,0,0"]) for g in gpus}
 
 

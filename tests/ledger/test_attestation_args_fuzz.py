@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attest.inventory import inventory_digest
-from ledger import contract_args as args
-from ledger import ek_binding, governance
+from ledger.contract import args as args
+from ledger.contract import ek_binding, governance
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=12),

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from attest import readings
 from chaincode_client.interface import EndorsementError
-from ledger import readings
 from tests.ledger.conftest import ORG1, LedgerEnv
 from tests.ledger.helpers import (
     H100,

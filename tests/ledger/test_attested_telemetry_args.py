@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import attested_telemetry as at
-from ledger import contract_args as args
+from ledger.contract import args as args
+from ledger.contract import attested_telemetry as at
 
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=70),

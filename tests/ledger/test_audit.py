@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from chaincode_client.embedded import EmbeddedClient
-from ledger import audit
-from ledger.audit import AuditReport, verify_ledger
+from ledger.audit import chain as audit
+from ledger.audit.chain import AuditReport, verify_ledger
+from ledger.audit.receipt import export_receipt, verify_receipt
 from ledger.engine import EmbeddedLedger
 from ledger.engine.validate import DictState
-from ledger.receipt import export_receipt, verify_receipt
 from tests.ledger.conftest import ORG1, StepClock
 from tests.ledger.helpers import (
     BOOT_POLICY,

@@ -1,8 +1,8 @@
 """`ledger audit-bill` on a Fabric channel's receipts (blocks written at run time, signed by
 generated orderer and peer keys): the auditor picks the Fabric verifier by the receipt's
 format, reads the bill line from the Settle transaction's endorsed write and compares it as
-for embedded receipts (tests/webapp/test_migration.py runs those end to end; the real Fabric
-network's end to end is tests/webapp/test_fabric_receipts.py)."""
+for embedded receipts (tests/webapp/leasing/test_migration.py runs those end to end; the real Fabric
+network's end to end is tests/webapp/leasing/test_fabric_receipts.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.__main__ import main
-from ledger.audit_bill import audit_bill
-from ledger.fabric_trust import format_roots
+from ledger.audit.bill import audit_bill
+from ledger.audit.fabric_trust import format_roots
 from tests.ledger.fabric_chain import Channel
 from tests.ledger.fabric_stories import LEASE, Story, lease_story, settle_request
 from tests.ledger.helpers import bill_line

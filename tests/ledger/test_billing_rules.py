@@ -1,4 +1,4 @@
-"""Settle's sequence rules as pure functions (ledger.billing), over random bills: a line is
+"""Settle's sequence rules as pure functions (ledger.contract.billing), over random bills: a line is
 accepted exactly when it continues the bill, and accepted lines tile the lease's time."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ledger import billing
-from ledger.contract_state import ContractError
+from ledger.contract import billing
+from ledger.contract.state import ContractError
 
 NS_PER_MS = billing.NS_PER_MS
 NOW_MS = 10**12

@@ -1,4 +1,4 @@
-"""Certificates from untrusted bytes (ledger.certs): whatever the bytes, a certificate whose
+"""Certificates from untrusted bytes (ledger.audit.certs): whatever the bytes, a certificate whose
 names read, or CertificateDefect naming the field; the embedded engine's MSP refuses such a
 creator as it refuses any certificate its organisation did not issue."""
 
@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives import serialization
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.certs import CertificateDefect, read_certificate
+from ledger.audit.certs import CertificateDefect, read_certificate
+from ledger.audit.fabric_trust import PEM_BEGIN, PEM_END
 from ledger.engine.msp import ChannelMsp, MspError
-from ledger.fabric_trust import PEM_BEGIN, PEM_END
 from tests.ledger.fabric_chain import Org
 
 

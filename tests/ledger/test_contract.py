@@ -11,8 +11,8 @@ import pytest
 
 from chaincode_client.governance import decide
 from chaincode_client.interface import EndorsementError, TransactionInvalid
-from ledger.challenges import derive_nonce
-from ledger.contract_state import MAX_CLOCK_SKEW_S
+from ledger.contract.challenges import derive_nonce
+from ledger.contract.state import MAX_CLOCK_SKEW_S
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv, approve_pcr_policy
 from tests.ledger.helpers import (
     A100,

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaincode_client.interface import EndorsementError
-from ledger import billing
-from ledger import contract_args as args
-from ledger import terms as lease_terms
+from ledger.contract import args as args
+from ledger.contract import billing
+from ledger.contract import terms as lease_terms
 from tests.ledger.conftest import embedded_backend
 
 FUNCTIONS = [
@@ -182,7 +182,7 @@ def test_deeply_nested_json_is_refused_not_crashing():
 
 
 def test_clock_skew_bound_comes_from_the_environment_and_refuses_bad_values():
-    from ledger.contract_state import DEFAULT_MAX_CLOCK_SKEW_S, _max_clock_skew_s
+    from ledger.contract.state import DEFAULT_MAX_CLOCK_SKEW_S, _max_clock_skew_s
 
     assert _max_clock_skew_s({}) == DEFAULT_MAX_CLOCK_SKEW_S
     assert _max_clock_skew_s({"LEDGER_MAX_CLOCK_SKEW_S": "30"}) == 30

@@ -14,8 +14,8 @@ from cryptography import x509
 from attest.enrol import finish_enrolment, start_enrolment
 from attest.inventory import inventory_digest
 from chaincode_client.interface import EndorsementError
-from ledger.ek_binding import ak_certificate, sign_ak_certificate
-from ledger.terms import DEPLOYED
+from ledger.contract.ek_binding import ak_certificate, sign_ak_certificate
+from ledger.contract.terms import DEPLOYED
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv, NodeTpm
 from tests.ledger.helpers import (
     A100,

@@ -13,7 +13,7 @@ import pytest
 
 from chaincode_client.embedded import EmbeddedClient
 from chaincode_client.interface import EndorsementError, LedgerUnavailable
-from ledger.audit import verify_ledger
+from ledger.audit.chain import verify_ledger
 from ledger.engine import EmbeddedLedger
 from ledger.engine.endorser import (
     Endorser,

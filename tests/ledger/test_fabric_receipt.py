@@ -1,7 +1,7 @@
 """`verify_fabric_receipt`: a lease's receipt from a Fabric channel re-checked offline against
 the trust roots the auditor names. Blocks are written at run time in Fabric's wire format
-(tests/ledger/fabric_chain.py); tests/webapp/test_fabric_receipts.py runs the same verifier on
-a real network's blocks."""
+(tests/ledger/fabric_chain.py); tests/webapp/leasing/test_fabric_receipts.py runs the same
+verifier on a real network's blocks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from fabric_protos.common import common_pb2
 from fabric_protos.peer import proposal_pb2, transaction_pb2
 
 from ledger.__main__ import main
-from ledger.fabric_receipt import verify_fabric_receipt
+from ledger.audit.fabric_receipt import verify_fabric_receipt
 from tests.ledger.fabric_chain import (
     Channel,
     block_of,

@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ledger.fabric_block import BlockFormatError, parse_block, parse_endorser_tx
-from ledger.fabric_receipt import verify_fabric_receipt
-from ledger.fabric_trust import RootsError, parse_roots
+from ledger.audit.fabric_block import BlockFormatError, parse_block, parse_endorser_tx
+from ledger.audit.fabric_receipt import verify_fabric_receipt
+from ledger.audit.fabric_trust import RootsError, parse_roots
 from tests.ledger.fabric_stories import Story, lease_story
 
 EXAMPLES = 300

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from chaincode_client.fabric.identity import Identity
-from ledger.fabric_trust import (
+from ledger.audit.fabric_trust import (
     IdentityDefect,
     RootsError,
     format_roots,

@@ -1,4 +1,4 @@
-"""ledger.files.read_bounded: every reader of a file from outside stops at its limit."""
+"""attest.files.read_bounded: every reader of a file from outside stops at its limit."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from ledger.files import TooLarge, read_bounded
+from attest.files import TooLarge, read_bounded
 
 
 def test_a_file_at_the_limit_is_read_whole_and_one_byte_more_is_refused(tmp_path):

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from chaincode_client.interface import EndorsementError, LedgerClient
-from ledger.audit import verify_ledger
+from ledger.audit.chain import verify_ledger
+from ledger.contract.terms import DEPLOYED, RATE_CARD_PATH
 from ledger.engine.msp import new_identity
-from ledger.terms import DEPLOYED, RATE_CARD_PATH
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv
 from tests.ledger.helpers import H100, attest, js, lease_request, register_node
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import readings
+from attest import readings
 from scheduler.settlement import measure, telemetry_digest
 from scheduler.telemetry.sample import TelemetrySample
 

@@ -1,4 +1,4 @@
-"""The rate card loader (ledger.terms.rate_card_of) reads documents an organisation's admin
+"""The rate card loader (ledger.contract.terms.rate_card_of) reads documents an organisation's admin
 proposes: whatever JSON they hold, it answers with a rate card or a ValueError naming the
 field, never another exception."""
 
@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.terms import DEPLOYED, RATE_CARD_PATH, rate_card_of
+from ledger.contract.terms import DEPLOYED, RATE_CARD_PATH, rate_card_of
 
 CARD = json.loads(RATE_CARD_PATH.read_text())
 CATALOGUE_TEXT = (RATE_CARD_PATH.parent / CARD["catalogue"]).read_text()

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ledger.audit.receipt import verify_receipt
 from ledger.engine.endorser import ProposalRejected, _parse_proposal
 from ledger.engine.tx import decode_envelope
-from ledger.receipt import verify_receipt
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=10),

@@ -3,7 +3,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from ledger import money
-from ledger.terms import load_rate_card
+from ledger.contract.terms import load_rate_card
 from scheduler.api import lease_terms, plan_batch, price_lease, settle
 from scheduler.catalogue import load_catalogue
 from scheduler.pricing import GpuCondition

@@ -4,8 +4,8 @@ and binds into its quotes (docs/billing.md, "Attested telemetry")."""
 
 from __future__ import annotations
 
+from attest import readings
 from attest.agent.http import FileCounters
-from ledger import readings
 from scheduler.cli import main
 from scheduler.telemetry.replay import write_trace
 from scheduler.telemetry.sample import TelemetrySample

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger import money, readings
-from ledger.terms import load_rate_card
+from attest import readings
+from ledger import money
+from ledger.contract.terms import load_rate_card
 from scheduler.catalogue import load_catalogue
 from scheduler.pricing import GpuCondition, Pricer
 from scheduler.settlement import (
@@ -33,7 +34,7 @@ def sample(t_ms: int, energy_mj: int, gpu: str = GPU) -> TelemetrySample:
 
 
 def terms(power_mw: int = 300_000, gpus: tuple[str, ...] = (GPU,), start_ms: int = 0) -> dict:
-    """Ledger terms of a V100 lease at fra-1 (as ledger.terms checks them)."""
+    """Ledger terms of a V100 lease at fra-1 (as ledger.contract.terms checks them)."""
     return {
         "generation": "V100-SXM2",
         "precision": "FP16",

@@ -18,9 +18,9 @@ from attest.agent.tpm import AK_ECC, Agent, AkKey
 from attest.swtpm import LocalCA, start_node_tpm
 from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import Attestation
-from webapp.core.demo_agents import simulated_inventory
-from webapp.core.demo_governance import admin_clients, approve_fleet_policies
-from webapp.core.seed import SITES, gpu_uuid
+from webapp.demo.agents import simulated_inventory
+from webapp.demo.governance import admin_clients, approve_fleet_policies
+from webapp.demo.seed import SITES, gpu_uuid
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
 from webapp.outbox.ledger import close_ledger_client, ledger_client

@@ -1,6 +1,6 @@
 """The web app on a real Fabric network, for the tests that run it there: its ledger client
 as Org1's application (tests/webapp/conftest.py's `ledger` is the embedded engine's; their
-`ledger_admins` come from webapp.core.demo_governance.admin_clients(network))."""
+`ledger_admins` come from webapp.demo.governance.admin_clients(network))."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from ledger.readings import row_text
+from attest.readings import row_text
 from scheduler.api import AttestedBatch, IntervalSettlement, settle
 from scheduler.settlement import telemetry_digest
 from scheduler.telemetry.sample import TelemetrySample
@@ -35,7 +35,8 @@ def lines(
     """The scheduler's next `count` bill lines of `lease`, `seconds` each, from where its bill
     stands, every GPU drawing `watts` (two counter readings per GPU and line, each GPU's a
     batch as if a quote had attested it: these lines are for the web app's own records; the
-    ledger accepts energy only from batches a real quote bound, see tests/webapp/test_migration)."""
+    ledger accepts energy only from batches a real quote bound, see
+    tests/webapp/leasing/test_migration)."""
     last = lease.settlements.order_by("-seq").first()
     start, seq = (last.end_ms, last.seq + 1) if last else (lease.terms["start_ms"], 0)
     out = []

@@ -18,9 +18,9 @@ import django
 def main(golden: dict) -> dict[str, str]:
     django.setup()
     from webapp.attestation.actions import issue_node_credential
-    from webapp.core.demo_agents import simulated_inventory
-    from webapp.core.demo_governance import admin_clients, approve_fleet_policies
-    from webapp.core.seed import SITES, gpu_uuid
+    from webapp.demo.agents import simulated_inventory
+    from webapp.demo.governance import admin_clients, approve_fleet_policies
+    from webapp.demo.seed import SITES, gpu_uuid
     from webapp.fleet.catalogue import sync_catalogue
     from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
     from webapp.outbox.ledger import close_ledger_client

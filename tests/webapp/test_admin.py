@@ -164,7 +164,7 @@ def _as_admin(org_index: int, *argv: str) -> tuple[int, dict]:
     from contextlib import redirect_stderr, redirect_stdout
 
     from chaincode_client.policy_cli import main
-    from webapp.core.demo_governance import admin_clients
+    from webapp.demo.governance import admin_clients
 
     out = io.StringIO()
     with admin_clients() as admins, redirect_stdout(out), redirect_stderr(io.StringIO()):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from ledger.receipt import verify_receipt
+from ledger.audit.receipt import verify_receipt
 from tests.ledger.helpers import org_roots
 from tests.webapp.production import deployment
 

@@ -24,10 +24,10 @@ from attest.inventory import inventory_digest
 from attest.nonces import NonceRecord, NonceRegistry
 from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
+from attest.readings import qualifying_data
 from attest.verdict import SEVERITY_ERROR, SEVERITY_INFO, ClockInfo
 from attest.verifier import verify_quote
-from ledger.readings import qualifying_data
-from ledger.terms import reported_generation_mismatches
+from ledger.contract.terms import reported_generation_mismatches
 from webapp.attestation import telemetry as node_telemetry
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore

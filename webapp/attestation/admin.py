@@ -1,6 +1,18 @@
+"""The operator's pages for attestation evidence, and the node page: a node's actions issue
+its agent credential and revoke its AK (attestation's actions), so the Node admin lives here,
+above fleet, rather than in fleet/admin.py importing upward."""
+
+from __future__ import annotations
+
 from django.contrib import admin
 
+from webapp.attestation import actions
 from webapp.attestation.models import Attestation, TelemetryBatch
+from webapp.core.secrets_page import show_once
+from webapp.fleet.actions import quarantine_node
+from webapp.fleet.models import GPU, Node
+
+CREDENTIAL_VARIABLE = "WATTLEASE_NODE_CREDENTIAL"  # what the agent reads it from
 
 
 @admin.register(Attestation)
@@ -35,3 +47,42 @@ class TelemetryBatchAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class GPUInline(admin.TabularInline):
+    model = GPU
+    extra = 0
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ("name", "site", "status", "trust", "last_good_attestation", "pcr_policy")
+    list_filter = ("status", "trust", "site", "pcr_policy")
+    search_fields = ("name", "ak_name", "gpus__uuid")
+    readonly_fields = ("ak_name", "ek_name", "last_good_attestation", "created", "trust")
+    inlines = [GPUInline]
+    actions = ["issue_credential", "revoke_ak", "quarantine"]
+
+    @admin.action(description="Issue a node agent credential (shown once)")
+    def issue_credential(self, request, queryset):
+        actor = str(request.user)
+        issued = [
+            (
+                str(node),
+                f"WATTLEASE_NODE_CREDENTIAL={actions.issue_node_credential(node, actor=actor)}",
+            )
+            for node in queryset
+        ]
+        return show_once(request, "Node agent credentials", issued)
+
+    @admin.action(description="Revoke the AK (the agent must enrol again)")
+    def revoke_ak(self, request, queryset):
+        for node in queryset:
+            actions.revoke_ak(node, actor=str(request.user))
+        self.message_user(request, f"revoked the AK of {queryset.count()} node(s)")
+
+    @admin.action(description="Quarantine (no new leases)")
+    def quarantine(self, request, queryset):
+        for node in queryset:
+            quarantine_node(node, actor=str(request.user))
+        self.message_user(request, f"quarantined {queryset.count()} node(s)")

@@ -33,7 +33,7 @@ class TelemetryBatch(models.Model):
 
     attestation = models.ForeignKey(Attestation, on_delete=models.CASCADE, related_name="batches")
     gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="telemetry_batches")
-    digest = models.CharField(max_length=64, help_text="ledger.readings.gpu_digest of the rows")
+    digest = models.CharField(max_length=64, help_text="attest.readings.gpu_digest of the rows")
     first_ms = models.BigIntegerField()
     last_ms = models.BigIntegerField()
     rows = models.PositiveIntegerField()

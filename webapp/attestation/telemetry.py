@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from django.db.models import Max
 
-from ledger import readings
+from attest import readings
 from scheduler.settlement import AttestedBatch
 from scheduler.telemetry.replay import parse_row
 from scheduler.telemetry.sample import TelemetrySample
@@ -43,7 +43,7 @@ def parse(node: Node, text: str) -> dict[str, list[readings.Reading]]:
 
 
 def digests(groups: dict[str, list[readings.Reading]]) -> dict[str, str]:
-    """{gpu: batch digest}, what the quote binds (ledger.readings)."""
+    """{gpu: batch digest}, what the quote binds (attest.readings)."""
     return readings.gpu_digests(r for rows in groups.values() for r in rows)
 
 

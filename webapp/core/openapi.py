@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
-from webapp.tenancy.authentication import HasTenantScope
+from webapp.core.api.permissions import ScopedWritePermission
 
 API_PREFIX = "/api/v1/"
 UNSAFE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
@@ -51,6 +50,10 @@ def only_versioned_paths(endpoints: list[tuple], **_: Any) -> list[tuple]:
     return [endpoint for endpoint in endpoints if endpoint[0].startswith(API_PREFIX)]
 
 
+def _refuses_writes(permission: type) -> bool:
+    return isinstance(permission, type) and issubclass(permission, ScopedWritePermission)
+
+
 class ErrorsAutoSchema(AutoSchema):
     """AutoSchema that adds the error responses an operation can give to its own."""
 
@@ -62,7 +65,7 @@ class ErrorsAutoSchema(AutoSchema):
         if self.method in UNSAFE_METHODS:
             codes[400] = ERROR
             codes[413] = ERROR  # the body parser's limit (webapp.core.api.parsers)
-            if HasTenantScope in getattr(view, "permission_classes", ()):
+            if any(_refuses_writes(p) for p in getattr(view, "permission_classes", ())):
                 codes[403] = ERROR
         if "{" in self.path:
             codes[404] = ERROR
@@ -90,19 +93,3 @@ class ErrorsAutoSchema(AutoSchema):
                 described = OpenApiResponse(serializer, ERROR_DESCRIPTIONS[code])
                 responses[str(code)] = self._get_response_for_code(described, str(code))
         return responses
-
-
-class TenantKeyScheme(OpenApiAuthenticationExtension):
-    target_class = "webapp.tenancy.authentication.ApiKeyAuthentication"
-    name = "tenantKey"
-
-    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
-        return {"type": "http", "scheme": "bearer", "description": "a tenant key: wl_..."}
-
-
-class NodeCredentialScheme(OpenApiAuthenticationExtension):
-    target_class = "webapp.attestation.api.authentication.NodeCredentialAuthentication"
-    name = "nodeCredential"
-
-    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, str]:
-        return {"type": "http", "scheme": "bearer", "description": "a node agent's credential"}

@@ -6,10 +6,8 @@ from django.utils.html import format_html
 
 from chaincode_client.governance import document_digest
 from chaincode_client.interface import LedgerError
-from webapp.core.secrets_page import show_once
 from webapp.fleet import rate_card
-from webapp.fleet.actions import quarantine_node
-from webapp.fleet.models import GPU, Generation, GpuHour, Node, PcrPolicy, Site, TelemetrySample
+from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site, TelemetrySample
 from webapp.outbox.ledger import approved_policy
 from webapp.outbox.records import pcr_policy_document, pcr_policy_id
 
@@ -130,48 +128,6 @@ def ledger_standing(policy: PcrPolicy) -> str:
         f"differs from version {record['version']} in force: the endorsers check that one "
         "until both organisations approve this copy"
     )
-
-
-class GPUInline(admin.TabularInline):
-    model = GPU
-    extra = 0
-
-
-@admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
-    list_display = ("name", "site", "status", "trust", "last_good_attestation", "pcr_policy")
-    list_filter = ("status", "trust", "site", "pcr_policy")
-    search_fields = ("name", "ak_name", "gpus__uuid")
-    readonly_fields = ("ak_name", "ek_name", "last_good_attestation", "created", "trust")
-    inlines = [GPUInline]
-    actions = ["issue_credential", "revoke_ak", "quarantine"]
-
-    @admin.action(description="Issue a node agent credential (shown once)")
-    def issue_credential(self, request, queryset):
-        from webapp.attestation.actions import issue_node_credential
-
-        issued = [
-            (
-                str(node),
-                f"WATTLEASE_NODE_CREDENTIAL={issue_node_credential(node, actor=str(request.user))}",
-            )
-            for node in queryset
-        ]
-        return show_once(request, "Node agent credentials", issued)
-
-    @admin.action(description="Revoke the AK (the agent must enrol again)")
-    def revoke_ak(self, request, queryset):
-        from webapp.attestation.actions import revoke_ak
-
-        for node in queryset:
-            revoke_ak(node, actor=str(request.user))
-        self.message_user(request, f"revoked the AK of {queryset.count()} node(s)")
-
-    @admin.action(description="Quarantine (no new leases)")
-    def quarantine(self, request, queryset):
-        for node in queryset:
-            quarantine_node(node, actor=str(request.user))
-        self.message_user(request, f"quarantined {queryset.count()} node(s)")
 
 
 @admin.register(GPU)

@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 
 from chaincode_client.interface import LedgerError
-from ledger.terms import DEPLOYED, RATE_CARD_KIND, RateCard, approved_rate_card
+from ledger.contract.terms import DEPLOYED, RATE_CARD_KIND, RateCard, approved_rate_card
 from scheduler.catalogue import Catalogue, load_catalogue, parse_catalogue
 from webapp.outbox.ledger import approved_policy
 

@@ -1,5 +1,5 @@
 """The verdict of re-deriving each bill line, computed server-side by the auditor a tenant
-runs on its own (`ledger.audit_bill`, not a copy): on the receipts the API serves, the
+runs on its own (`ledger.audit.bill`, not a copy): on the receipts the API serves, the
 readings it serves and the channel's trust roots (settings.LEDGER_TRUST_ROOTS, or the
 embedded ledger's organisation CAs). The verdict is shown beside the line with the command
 that re-derives it away from this server (docs/billing.md)."""
@@ -11,10 +11,10 @@ from typing import Any
 
 from django.conf import settings
 
-from ledger.audit_bill import Auditor, LineVerdict
+from ledger.audit.bill import Auditor, LineVerdict
+from ledger.audit.receipt_trust import TrustAnchors, load_trust
 from ledger.engine.core import msp_dir_for
 from ledger.engine.msp import org_ca_certs
-from ledger.receipt_trust import TrustAnchors, load_trust
 from webapp.leasing import bills
 from webapp.leasing.models import Lease, Settlement
 from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt

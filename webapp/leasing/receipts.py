@@ -11,7 +11,7 @@ from django.conf import settings
 
 from chaincode_client.fabric.receipts import export_fabric_receipt
 from chaincode_client.interface import LedgerUnavailable
-from ledger.receipt import export_receipt
+from ledger.audit.receipt import export_receipt
 from webapp.leasing.models import Lease
 from webapp.outbox.ledger import ledger_client
 

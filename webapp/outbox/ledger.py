@@ -18,8 +18,8 @@ from django.core.exceptions import ImproperlyConfigured
 from chaincode_client.governance import policy_record
 from chaincode_client.interface import LedgerClient, LedgerError
 from ledger.canonical import loads
+from ledger.contract.governance import DEFAULT_KEY, policy_key
 from ledger.engine.store import SqliteState
-from ledger.governance import DEFAULT_KEY, policy_key
 
 _lock = threading.Lock()
 _client: LedgerClient | None = None

@@ -12,8 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.utils.text import slugify
 
-from ledger import billing
-from ledger.ek_binding import ak_certificate, sign_ak_certificate
+from ledger.contract import billing
+from ledger.contract.ek_binding import ak_certificate, sign_ak_certificate
 from webapp.outbox.models import OutboxEntry
 
 # args key holding the Django ids of the attestations a lease relies on; the attestation

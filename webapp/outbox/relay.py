@@ -40,9 +40,9 @@ from chaincode_client.interface import (
     Receipt,
 )
 from webapp.core.events import publish_on_commit
-from webapp.observability.relay_watch import SubmitWatch
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
+from webapp.outbox.signals import Watchers
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class _Pipeline:
     ) -> None:
         self.client = client
         self.counts = counts
-        self.in_flight: list[tuple[OutboxEntry, PendingCommit, SubmitWatch]] = []
+        self.in_flight: list[tuple[OutboxEntry, PendingCommit, Watchers]] = []
         self.touched: set[str] = set()
         self.waiting = waiting
 
@@ -220,7 +220,7 @@ class _Pipeline:
         args = self.prepare(entry)
         if args is None:
             return
-        watch = SubmitWatch(entry)
+        watch = Watchers(entry)
         try:
             pending = self.client.submit_async(entry.function, json.dumps(args, sort_keys=True))
         except EndorsementError as exc:

@@ -11,9 +11,10 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 
 from webapp.core import tokens
+from webapp.core.api.permissions import ScopedWritePermission
 from webapp.core.api.throttling import KEY_SCOPE, AuthFailureBudget
-from webapp.observability import context
 from webapp.tenancy.models import KEY_PREFIX, ApiKey
+from webapp.tenancy.signals import key_authenticated
 
 LAST_USED_RESOLUTION_S = 60  # don't write last_used on every request
 
@@ -52,7 +53,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         if key is None or not key.matches(parsed[1]) or not key.is_usable():
             failures.record()
             raise exceptions.AuthenticationFailed("Invalid, revoked or expired API key.")
-        context.set_field("tenant", key.tenant.slug)  # for this request's log lines
+        key_authenticated.send(sender=ApiKey, key=key)  # observability: the log context
         now = timezone.now()
         if key.last_used is None or (now - key.last_used).total_seconds() > LAST_USED_RESOLUTION_S:
             ApiKey.objects.filter(pk=key.pk).update(last_used=now)
@@ -76,7 +77,7 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
         }
 
 
-class HasTenantScope(permissions.BasePermission):
+class HasTenantScope(ScopedWritePermission):
     """Any valid key may read; writing needs a key with the write scope."""
 
     message = "This API key is read-only; writing needs a key with the 'write' scope."

@@ -52,7 +52,7 @@ class PcrEvidenceSerializer(serializers.Serializer):
         child=serializers.DictField(child=serializers.RegexField(HEX_DIGEST)),
         allow_empty=False,
     )
-    # the readings since the node's previous quote, canonical CSV rows (ledger.readings);
+    # the readings since the node's previous quote, canonical CSV rows (attest.readings);
     # the quote binds their digests (docs/billing.md, "Attested telemetry")
     telemetry = serializers.CharField(
         required=False,

@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
             name='TelemetryBatch',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('digest', models.CharField(help_text='ledger.readings.gpu_digest of the rows', max_length=64)),
+                ('digest', models.CharField(help_text='attest.readings.gpu_digest of the rows', max_length=64)),
                 ('first_ms', models.BigIntegerField()),
                 ('last_ms', models.BigIntegerField()),
                 ('rows', models.PositiveIntegerField()),

@@ -6,7 +6,7 @@ every request, and then looks each attribute up through `Field.get_attribute`'s 
 path (dotted sources, callables, dictionaries). For a 20-lease list that was about a third
 of the request's CPU (bench/web_profile.py). `FastReadSerializer` builds the fields once per
 class and reads plain attributes directly; its output is DRF's own (each value still goes
-through its field's `to_representation`), which tests/webapp/test_fast_serializers.py checks
+through its field's `to_representation`), which tests/webapp/core/test_api_fast_paths.py checks
 against the generic path.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from ledger.audit import verify_ledger
+from ledger.audit.chain import verify_ledger
 
 
 class Command(BaseCommand):

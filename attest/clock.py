@@ -1,0 +1,103 @@
+"""The one policy for a TPM's clock across restarts and power loss (docs/attestation.md,
+"The TPM clock after a power loss"). The app's verifier and the contract both reach it
+through `verify_quote`, so they cannot disagree.
+
+Freshness never comes from the TPM clock: it comes from the ledger's single-use nonce. The
+clock, resetCount and restartCount only detect a rolled-back TPM (a restored state, a
+replayed boot), by comparison with the node's last recorded valid attestation:
+
+- resetCount lower than recorded: refused (`reset_count_decreased`);
+- same resetCount, restartCount lower: refused (`restart_count_decreased`);
+- same boot (both counts equal), clock lower: refused (`clock_went_backwards`);
+- the TPM booted since (a count went up) and `safe` is YES, clock lower: refused too, as
+  `safe = YES` promises that no clock value the TPM reported was lost
+  (`clock_went_backwards`);
+- the TPM booted since and `safe` is NO: accepted, and recorded as a power loss
+  (`tpm_power_loss`, information): the TPM restarted without an orderly shutdown, so the
+  clock it had not yet saved is gone and may read lower than recorded;
+- `safe` NO otherwise (no record to compare with, or the same boot as the record, whose
+  clock the TPM has not saved yet): accepted, stated (`clock_not_safe`, information).
+"""
+
+from __future__ import annotations
+
+from attest.verdict import SEVERITY_INFO, ClockInfo, Reason
+
+POWER_LOSS = "tpm_power_loss"  # the event code the node page and the ledger record show
+REBOOTED = "tpm_rebooted"
+CLOCK_NOT_SAFE = "clock_not_safe"
+ROLLBACK_CODES = ("reset_count_decreased", "restart_count_decreased", "clock_went_backwards")
+
+
+def judge(now: ClockInfo, previous: ClockInfo | None) -> list[Reason]:
+    """Why `now` (a quote's clock) fails or what it tells, given the node's last recorded
+    clock (`previous`, None when the node has none since its enrolment)."""
+    if previous is None:
+        return (
+            [_unsafe("there is no recorded attestation to compare it with")] if not now.safe else []
+        )
+    rollback = _rollback(now, previous)
+    if rollback is not None:
+        return [rollback]
+    booted = (now.reset_count, now.restart_count) != (previous.reset_count, previous.restart_count)
+    if booted and not now.safe:
+        return [
+            Reason(
+                POWER_LOSS,
+                f"the TPM restarted without an orderly shutdown (resetCount "
+                f"{previous.reset_count} -> {now.reset_count}, restartCount "
+                f"{previous.restart_count} -> {now.restart_count}, clock {previous.clock} -> "
+                f"{now.clock} ms, not safe): accepted as a power loss; the quote is fresh by "
+                "the ledger's nonce",
+                SEVERITY_INFO,
+            )
+        ]
+    if booted:
+        return [
+            Reason(
+                REBOOTED,
+                f"the TPM was shut down in order and started again (resetCount "
+                f"{previous.reset_count} -> {now.reset_count}, restartCount "
+                f"{previous.restart_count} -> {now.restart_count})",
+                SEVERITY_INFO,
+            )
+        ]
+    return [] if now.safe else [_unsafe("the clock is monotonic since the last recorded quote")]
+
+
+def _rollback(now: ClockInfo, previous: ClockInfo) -> Reason | None:
+    if now.reset_count < previous.reset_count:
+        return Reason(
+            "reset_count_decreased",
+            f"resetCount {now.reset_count} < recorded {previous.reset_count}: the TPM's state "
+            "was rolled back or cleared",
+        )
+    same_reset = now.reset_count == previous.reset_count
+    if same_reset and now.restart_count < previous.restart_count:
+        return Reason(
+            "restart_count_decreased",
+            f"restartCount {now.restart_count} < recorded {previous.restart_count} with the "
+            f"same resetCount {now.reset_count}: the TPM's state was rolled back",
+        )
+    same_boot = same_reset and now.restart_count == previous.restart_count
+    if now.clock < previous.clock and (same_boot or now.safe):
+        why = "in the same boot" if same_boot else "and the TPM says no clock value was lost"
+        return Reason(
+            "clock_went_backwards",
+            f"clock {now.clock} ms < recorded {previous.clock} ms {why}: rolled back",
+        )
+    return None
+
+
+def _unsafe(context: str) -> Reason:
+    return Reason(
+        CLOCK_NOT_SAFE,
+        f"the TPM clock is not marked safe (it restarted without an orderly shutdown and has "
+        f"not saved its clock since); {context}; the quote is fresh by the ledger's nonce",
+        SEVERITY_INFO,
+    )
+
+
+def is_power_loss(reasons: list[dict]) -> bool:
+    """Whether a stored verdict's reasons ({code, ...} dicts) record a power loss."""
+    return any(isinstance(r, dict) and r.get("code") == POWER_LOSS for r in reasons)

@@ -1,0 +1,136 @@
+"""What the contract checks before it records a bill line (`Settle`), as functions over plain
+records so the contract, receipts and `audit-bill` apply the same rules.
+
+A line covers [start_ms, end_ms] of one lease under the terms in force then. Lines follow
+one another without gap or overlap from the start of the lease, never run past the ledger's
+clock or the lease's end, never cross a migration, and none follows the final one. The
+amounts are the contract's (ledger.money); a request's own figures are only compared with
+them. Each refusal names its rule as `[settle.<rule>]`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger import money
+from ledger.contract import args as args
+from ledger.contract import attested_telemetry
+from ledger.contract.state import SEQ_DIGITS, ContractError
+
+# The amounts a request states; each must equal the contract's recomputation.
+CLAIMED_AMOUNTS = (
+    "capacity_micro",
+    "priced_energy_micro",
+    "measured_energy_micro",
+    "settlement_micro",
+    "total_micro",
+)
+CLAIMED_RATES = ("tariff_micro_per_kwh", "pue_milli", "capacity_micro_per_gpu_hour")
+NS_PER_MS = 1_000_000
+
+
+def parse_request(req: dict[str, Any]) -> dict[str, Any]:
+    """Settle's arguments, shape-checked: {lease_id, interval_seq, start_ms, end_ms,
+    measured_mj, telemetry_digest, telemetry_batches, final, and the claimed rates and
+    amounts}."""
+    final = req.get("final", False)
+    if not isinstance(final, bool):
+        raise args.ArgumentError(f"final: must be true or false, got {final!r}")
+    out: dict[str, Any] = {
+        "lease_id": args.identifier(req, "lease_id"),
+        "interval_seq": args.integer(req, "interval_seq", 0, 10**SEQ_DIGITS - 1),
+        "start_ms": args.integer(req, "start_ms", 0, args.MAX_INT),
+        "end_ms": args.integer(req, "end_ms", 0, args.MAX_INT),
+        "measured_mj": args.integer(req, "measured_mj", -args.MAX_INT, money.MAX_ENERGY_MJ),
+        "telemetry_digest": args.hexbytes(req, "telemetry_digest", 32, 32).hex(),
+        "telemetry_batches": [b.as_dict() for b in attested_telemetry.parse_batches(req)],
+        "final": final,
+    }
+    for name in CLAIMED_RATES:
+        out[name] = args.integer(req, name, 0, args.MAX_INT)
+    for name in CLAIMED_AMOUNTS:
+        out[name] = args.integer(req, name, -args.MAX_INT, args.MAX_INT)
+    return out
+
+
+def terms_for(lease: dict[str, Any], start_ms: int, end_ms: int) -> dict[str, Any]:
+    """The terms in force over the whole interval: before a migration the old terms, from it
+    the new ones. An interval across a migration has no single price."""
+    spans = [(m["terms"], m["terms"]["start_ms"], m["until_ms"]) for m in lease["migrations"]]
+    spans.append((lease["terms"], lease["terms"]["start_ms"], None))
+    for terms, begin, until in spans:
+        if begin <= start_ms and (until is None or end_ms <= until):
+            return terms
+    raise ContractError(
+        f"[settle.terms] interval [{start_ms}, {end_ms}] of lease {lease['lease_id']} crosses "
+        f"a change of terms (migrations at {[m['until_ms'] for m in lease['migrations']]})"
+    )
+
+
+def check_sequence(lease: dict[str, Any], req: dict[str, Any], now_ns: int) -> None:
+    """The interval continues the lease's bill: next in sequence, no gap or overlap, within
+    the lease's active time, not after the final line."""
+    where = f"lease {lease['lease_id']}"
+    if "billing" not in lease or "terms" not in lease:
+        raise ContractError(f"[settle.terms] {where} was recorded without terms (before bills)")
+    bill = lease["billing"]
+    if bill["final"]:
+        raise ContractError(f"[settle.after-final] {where} was settled to its end already")
+    if req["interval_seq"] != bill["next_seq"]:
+        raise ContractError(
+            f"[settle.sequence] {where}: interval_seq {req['interval_seq']} is not the next, "
+            f"{bill['next_seq']}"
+        )
+    start, end, until = req["start_ms"], req["end_ms"], bill["billed_until_ms"]
+    if start < until:
+        raise ContractError(f"[settle.overlap] {where}: start_ms {start} < billed until {until}")
+    if start > until:
+        raise ContractError(f"[settle.gap] {where}: start_ms {start} > billed until {until}")
+    if end < start:
+        raise ContractError(f"[settle.interval] {where}: end_ms {end} < start_ms {start}")
+    limit_ns = lease.get("ended_ns", now_ns)
+    if end * NS_PER_MS > limit_ns:
+        raise ContractError(
+            f"[settle.outside] {where}: end_ms {end} is after "
+            f"{'its end' if 'ended_ns' in lease else 'the ledger clock'} ({limit_ns // NS_PER_MS})"
+        )
+
+
+def check_measurement(terms: dict[str, Any], board_power_w: int, req: dict[str, Any]) -> None:
+    """Measured energy is physical: not negative, not above what the boards can draw."""
+    measured, duration = req["measured_mj"], req["end_ms"] - req["start_ms"]
+    if measured < 0:
+        raise ContractError(f"[settle.energy] measured_mj {measured} is negative")
+    limit = money.energy_limit_mj(board_power_w, len(terms["attributed_power_mw"]), duration)
+    if measured > limit:
+        raise ContractError(
+            f"[settle.energy] measured_mj {measured} exceeds board power {board_power_w} W x "
+            f"{len(terms['attributed_power_mw'])} GPUs x {duration} ms "
+            f"+ {money.MEASURE_TOLERANCE_PCT} % = {limit}"
+        )
+
+
+def line_of(terms: dict[str, Any], req: dict[str, Any]) -> money.Line:
+    """The line the contract computes, after refusing any rate or amount that differs."""
+    for name in CLAIMED_RATES:
+        if req[name] != terms[name]:
+            raise ContractError(
+                f"[settle.rate] {name} {req[name]} is not the lease's term {terms[name]}"
+            )
+    line = money.interval_line(
+        money.Terms.of(terms), req["start_ms"], req["end_ms"], req["measured_mj"]
+    )
+    wrong = {k: (req[k], v) for k, v in line.as_dict().items() if req[k] != v}
+    if wrong:
+        detail = ", ".join(f"{k} {got} (expected {want})" for k, (got, want) in wrong.items())
+        raise ContractError(f"[settle.amount] {detail}")
+    return line
+
+
+def advance(lease: dict[str, Any], req: dict[str, Any]) -> None:
+    """Move the lease's bill past the recorded line."""
+    lease["billing"] = {
+        "next_seq": req["interval_seq"] + 1,
+        "billed_until_ms": req["end_ms"],
+        "final": req["final"],
+    }

@@ -1,0 +1,147 @@
+"""Compare the database (the query model) with the ledger (the source of truth) and list
+every difference: leases, their settlements, and attestation verdicts. Rows the relay has
+not finished (pending, sending) are in flight, not drift; a row the ledger refused must have
+left nothing there.
+
+`manage.py reconcile` prints the drift and exits non-zero when there is any."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from chaincode_client.interface import EndorsementError, LedgerClient
+from webapp.attestation.models import Attestation
+from webapp.leasing import states
+from webapp.leasing.models import Lease
+from webapp.outbox.models import OutboxEntry
+from webapp.tenancy.models import Tenant
+
+ENDED_ON_LEDGER = "ENDED"
+RUNNING = frozenset({states.PLACED, states.ACTIVE})
+MISSING = "does not exist"
+
+
+def _query(client: LedgerClient, function: str, **args: Any) -> Any:
+    """The query's answer, or None when the ledger has no such record."""
+    try:
+        return json.loads(client.evaluate(function, json.dumps(args)))
+    except EndorsementError as exc:
+        if MISSING in str(exc):
+            return None
+        raise
+
+
+def _outbox_states(lease: Lease) -> dict[str, str]:
+    """Status of this lease's outbox rows, by the last part of their business key."""
+    prefix = f"lease:{lease.ledger_id}:"
+    rows = OutboxEntry.objects.filter(business_key__startswith=prefix)
+    return {row.business_key[len(prefix) :]: row.status for row in rows}
+
+
+def lease_drift(client: LedgerClient, lease: Lease) -> Iterator[str]:
+    rows = _outbox_states(lease)
+    name = f"lease {lease.pk} ({lease.ledger_id})"
+    on_ledger = _query(client, "GetLease", lease_id=str(lease.ledger_id))
+    created = rows.get("create")
+    if created != OutboxEntry.DONE:
+        if on_ledger is not None and created in (None, OutboxEntry.REJECTED):
+            yield f"{name}: on the ledger, but the database never recorded it there"
+        return
+    if on_ledger is None:
+        yield f"{name}: recorded as created, but the ledger has no such lease"
+        return
+    if on_ledger["tenant"] != lease.tenant.slug:
+        yield f"{name}: tenant {lease.tenant.slug} here, {on_ledger['tenant']} on the ledger"
+    in_flight = {k for k, v in rows.items() if v in (OutboxEntry.PENDING, OutboxEntry.SENDING)}
+    if not any(k.startswith("migrate") for k in in_flight):
+        here = sorted(g.uuid for g in lease.gpus.all())
+        there = sorted(g["uuid"] for g in on_ledger["gpus"])
+        if here != there:
+            yield f"{name}: GPUs {here} here, {there} on the ledger"
+    if "end" not in in_flight:
+        ended_here = lease.state not in RUNNING
+        ended_there = on_ledger["status"] == ENDED_ON_LEDGER
+        if lease.state in RUNNING and ended_there:
+            yield f"{name}: {lease.state} here, ended on the ledger"
+        elif ended_here and rows.get("end") == OutboxEntry.DONE and not ended_there:
+            yield f"{name}: {lease.state} here, still {on_ledger['status']} on the ledger"
+    yield from settlement_drift(client, lease, name)
+
+
+# A bill line on the ledger (the Settle record, ledger/contract/chaincode.py) against its Settlement
+# row: the ledger record's field -> the row's column.
+LINE_FIELDS = {
+    "start_ms": "start_ms",
+    "end_ms": "end_ms",
+    "final": "final",
+    "generation": "generation",
+    "measured_mj": "measured_energy_mj",
+    "telemetry_digest": "telemetry_digest",
+    "telemetry_batches": "telemetry_batches",
+    "tariff_micro_per_kwh": "tariff_micro_per_kwh",
+    "pue_milli": "pue_milli",
+    "capacity_micro_per_gpu_hour": "capacity_micro_per_gpu_hour",
+    "capacity_micro": "capacity_micro",
+    "priced_energy_micro": "priced_energy_micro",
+    "measured_energy_micro": "measured_energy_micro",
+    "settlement_micro": "settlement_micro",
+    "total_micro": "total_micro",
+}
+
+
+def settlement_drift(client: LedgerClient, lease: Lease, name: str) -> Iterator[str]:
+    there = {
+        s["interval_seq"]: s
+        for s in _query(client, "GetSettlements", lease_id=str(lease.ledger_id)) or []
+    }
+    for settlement in lease.settlements.all():
+        record = there.pop(settlement.seq, None)
+        if not settlement.ledger_tx:
+            continue  # not relayed yet
+        if record is None:
+            yield f"{name}: settlement #{settlement.seq} recorded here, not on the ledger"
+        else:
+            differs = [
+                f"{field} {getattr(settlement, column)!r} here, {record.get(field)!r} there"
+                for field, column in LINE_FIELDS.items()
+                if record.get(field) != getattr(settlement, column)
+            ]
+            if differs:
+                yield (
+                    f"{name}: settlement #{settlement.seq} differs from the ledger's: "
+                    + "; ".join(differs)
+                )
+    for seq in sorted(there):
+        yield f"{name}: settlement #{seq} on the ledger, not here"
+
+
+def attestation_drift(client: LedgerClient, attestation: Attestation) -> Iterator[str]:
+    record = _query(client, "GetAttestation", attestation_id=attestation.ledger_tx)
+    name = f"attestation {attestation.pk} ({attestation.ledger_tx})"
+    if record is None:
+        yield f"{name}: recorded here, not on the ledger"
+    elif (record["node_id"], record["valid"]) != (attestation.node.name, attestation.valid):
+        yield (
+            f"{name}: node/verdict {attestation.node.name}/{attestation.valid} here, "
+            f"{record['node_id']}/{record['valid']} on the ledger"
+        )
+
+
+def unknown_leases(client: LedgerClient) -> Iterator[str]:
+    known = {str(i) for i in Lease.objects.values_list("ledger_id", flat=True)}
+    for tenant in Tenant.objects.all():
+        for record in _query(client, "LeasesByTenant", tenant=tenant.slug) or []:
+            if record["lease_id"] not in known:
+                yield f"lease {record['lease_id']} of {tenant.slug}: on the ledger, not here"
+
+
+def drift(client: LedgerClient) -> list[str]:
+    found: list[str] = []
+    for lease in Lease.objects.select_related("tenant").prefetch_related("gpus", "settlements"):
+        found.extend(lease_drift(client, lease))
+    for attestation in Attestation.objects.exclude(ledger_tx="").select_related("node"):
+        found.extend(attestation_drift(client, attestation))
+    found.extend(unknown_leases(client))
+    return found
