@@ -11,7 +11,9 @@
 - `logs NAME`: the last lines of one node's log (no NAME: the list of logs);
 - `env ORG [--user Admin]`: the FABRIC_* settings an application (or the organisation's
   admin, for `python -m chaincode_client.policy_cli`) of that organisation uses;
-- `roots [--out FILE]`: the channel's trust roots, for an auditor's `verify-receipt --trust`.
+- `roots [--out FILE]`: the channel's trust roots, for an auditor's `verify-receipt --trust`;
+- `receipt ORG LEASE_ID [--out FILE]`: a lease's receipt (`fabric/1`), read from that
+  organisation's own peer with its own `User1`, for its `audit-bill`.
 Exit code 0 on success, 1 on failure, so CI fails loudly.
 """
 
@@ -46,6 +48,8 @@ def default_root() -> Path:
 def _layout(args: argparse.Namespace) -> Layout:
     options = {"base_port": args.base_port, "channel": args.channel}
     options["client_mtls"] = args.client_mtls
+    if getattr(args, "chaincode", None):
+        options["chaincode"] = args.chaincode
     if getattr(args, "plan", None):
         options.update(read_plan(Path(args.plan)))
     return Layout(Path(args.root).resolve(), **options)  # type: ignore[arg-type]
@@ -112,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     org = sub.add_parser("org", parents=[after], help="one party's steps, on its own host")
     org.add_argument("action", choices=["init", "secret", "join", "commit", "status"])
     org.add_argument("party", help="Org1MSP, Org2MSP, orderer0, orderer1 or orderer2")
+    org.add_argument("--chaincode", help="the chaincode to approve or commit (default wattlease)")
     org.add_argument(
         "--enroll-secret",
         default=os.environ.get("WATTLEASE_ENROLL_SECRET"),
@@ -119,9 +124,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     channel = sub.add_parser("channel", parents=[after], help="the channel's genesis block")
     channel.add_argument("action", choices=["create"])
+    receipt = sub.add_parser(
+        "receipt", parents=[after], help="a lease's receipt from an organisation's own peer"
+    )
+    receipt.add_argument("org", choices=["Org1MSP", "Org2MSP"])
+    receipt.add_argument("lease_id")
+    receipt.add_argument(
+        "--chaincode", help="the Wattlease chaincode's name (default: the layout's)"
+    )
+    receipt.add_argument("--out", type=Path, help="file to write (default: stdout)")
     args = parser.parse_args(argv)
     try:
-        if args.command in ("org", "channel"):
+        if args.command in ("org", "channel", "receipt"):
             return run_party(_layout(args), args)
         return _run(args)
     except (NetworkError, BuildError) as exc:
@@ -141,7 +155,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"network up in {seconds:.1f}s at {layout.root}")
         return 0
     if args.command == "down":
-        busy = Network.create(layout).down()
+        busy = Network.create(layout, parties=layout.present_parties()).down()
         if busy:
             print(f"ports still open after stopping every process: {busy}", file=sys.stderr)
             return 1
@@ -171,7 +185,8 @@ def _run(args: argparse.Namespace) -> int:
     built = f"built by {stamp.get('go_version')} at {where}" if stamp else f"none at {where}"
     print(f"Fabric {spec.commit[:12]} build: {built}")
     if layout.state_file.exists() or layout.root.exists():
-        print(json.dumps(Network.create(layout).status(), indent=2))
+        network = Network.create(layout, parties=layout.present_parties())
+        print(json.dumps(network.status(), indent=2))
     return 0 if stamp else 1
 
 

@@ -21,19 +21,26 @@ from chaincode_client.fabric_network.layout import Layout, NetworkError, Org
 CERT_DAYS = 365
 CLOCK_SLACK = dt.timedelta(minutes=5)  # valid a little before issue, for clocks behind ours
 ROLES = ("client", "admin", "peer")
+SPKI_ENCODING = serialization.Encoding.DER
+SPKI_FORMAT = serialization.PublicFormat.SubjectPublicKeyInfo
 
 
 def _ca(ca_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    certs = sorted(ca_dir.glob("ca-cert.pem"))
-    keys = sorted((ca_dir / "msp" / "keystore").glob("*_sk"))
-    if len(certs) != 1 or len(keys) != 1:
-        raise NetworkError(
-            f"{ca_dir}: expected ca-cert.pem and one msp/keystore/*_sk as fabric-ca-server writes"
-        )
-    key = serialization.load_pem_private_key(keys[0].read_bytes(), password=None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise NetworkError(f"{keys[0]}: not an EC private key")
-    return x509.load_pem_x509_certificate(certs[0].read_bytes()), key
+    """The CA certificate of a fabric-ca-server home and, among the keys in its keystore
+    (its TLS key sits there too), the one that certificate certifies."""
+    try:
+        cert = x509.load_pem_x509_certificate((ca_dir / "ca-cert.pem").read_bytes())
+    except (OSError, ValueError) as exc:
+        raise NetworkError(f"{ca_dir}: no CA certificate (ca-cert.pem): {exc}") from exc
+    wanted = cert.public_key().public_bytes(SPKI_ENCODING, SPKI_FORMAT)
+    for path in sorted((ca_dir / "msp" / "keystore").glob("*_sk")):
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if (
+            isinstance(key, ec.EllipticCurvePrivateKey)
+            and key.public_key().public_bytes(SPKI_ENCODING, SPKI_FORMAT) == wanted
+        ):
+            return cert, key
+    raise NetworkError(f"{ca_dir}: no key in msp/keystore matches ca-cert.pem")
 
 
 def _issue(

@@ -2,10 +2,12 @@
 
 Each organisation runs one `fabric-ca-server` on its own host holding two CAs: the identity CA
 (`ca-<org>`: MSP certificates, with the NodeOU role in each subject's OU) and the TLS CA
-(`tlsca-<org>`: TLS pairs for its peer, its chaincode server and its clients). Identities are
-registered by the CA's bootstrap admin and enrolled with `fabric-ca-client`, which makes each
+(`tlsca-<org>`: TLS pairs for its peer, its chaincode server and its clients). The identities
+it will issue are in its registry from its first start (with the NodeOU type of each and a
+one-time secret kept on its host; its bootstrap admin registers any later one with
+`fabric-ca-client register`), and are enrolled with `fabric-ca-client`, which makes each
 private key where the client runs: on the host of the node that will use it. Nothing here
-copies a private key; only CA certificates leave the host (`orgs.export_public`).
+copies a private key; only CA certificates leave the host (`orgs.publish`).
 
 The binaries are Fabric CA's own (`find_ca_install`): `FABRIC_CA_BIN_DIR`, else the project's
 cache `${WATTLEASE_CACHE:-~/.cache/wattlease}/fabric-ca/<version>/bin/` with its stamp.
@@ -21,6 +23,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml  # type: ignore[import-untyped]  # (no stubs pinned)
 
 from chaincode_client.fabric_network import processes
 from chaincode_client.fabric_network.build import BuildSpec, build_dir, cache_root, read_stamp
@@ -40,7 +44,11 @@ TLS_CA_FOLDER = "tlsca"  # the TLS CA's home, inside the server's home
 CA_START_TIMEOUT_S = 60.0
 CLIENT_TIMEOUT_S = 60.0
 SECRETS_FILE = "enrollment-secrets.json"  # the secrets this CA registered (0600, its host)
-REGISTERED_FILE = "registered.json"
+CERT_EXPIRY = "8760h"  # a year, Fabric CA's default for what it signs
+# Fabric CA makes an Idemix issuer key for each CA at first start whether or not anyone uses
+# Idemix (nothing here does); on this curve (gnark's) that takes a fraction of the default
+# amcl.Fp256bn's seconds.
+IDEMIX_CURVE = "gurvy.Bn254"
 
 
 @dataclass(frozen=True)
@@ -92,12 +100,6 @@ class CA:
     def url(self) -> str:
         return f"https://{self.host}:{self.port}"
 
-    @property
-    def registrar_home(self) -> Path:
-        if self.home is None:
-            raise NetworkError(f"{self.process}: its bootstrap admin lives on the CA's host")
-        return self.home / "registrar"
-
     def _read(self, name: str) -> dict[str, str]:
         if self.home is None:
             raise NetworkError(f"{self.process}: its secrets live on the CA's host")
@@ -115,10 +117,8 @@ class CA:
         tmp.replace(path)
 
     def registered(self) -> dict[str, str]:
-        return self._read(REGISTERED_FILE)
-
-    def mark_registered(self, key: str) -> None:
-        self._write(REGISTERED_FILE, {**self.registered(), key: "yes"})
+        """Every identity this CA registered on first start, with its enrollment secret."""
+        return self._read(SECRETS_FILE)
 
     def secret_for(self, key: str) -> str:
         """The enrollment secret of `key`, made once and kept (0600) on the CA's host."""
@@ -129,30 +129,66 @@ class CA:
         return known[key]
 
 
+def server_config(ca: CA, identities: Sequence[tuple[str, str]]) -> dict[str, object]:
+    """The server's configuration on first start: its registry (the bootstrap admin and every
+    identity this host will enroll, each with its NodeOU type and a secret kept on this host;
+    both CAs share it) and the signing profiles (the `tls` one for TLS pairs)."""
+    registrar = ("hf.Registrar.Roles", "hf.Registrar.DelegateRoles", "hf.Registrar.Attributes")
+    admin_attrs: dict[str, object] = {a: "*" for a in registrar}
+    admin_attrs |= {a: True for a in ("hf.Revoker", "hf.GenCRL", "hf.AffiliationMgr")}
+    registry = [
+        {
+            "name": BOOTSTRAP_ADMIN,
+            "pass": ca.secret_for(BOOTSTRAP_ADMIN),
+            "type": "client",
+            "affiliation": "",
+            "attrs": admin_attrs,
+        }
+    ]
+    registry += [
+        {"name": name, "pass": ca.secret_for(name), "type": id_type, "affiliation": ""}
+        for name, id_type in identities
+    ]
+    tls_usage = ["signing", "key encipherment", "server auth", "client auth", "key agreement"]
+    return {
+        "registry": {"maxenrollments": -1, "identities": registry},
+        "idemix": {"curve": IDEMIX_CURVE},
+        "signing": {
+            "default": {"usage": ["digital signature"], "expiry": CERT_EXPIRY},
+            "profiles": {"tls": {"usage": tls_usage, "expiry": CERT_EXPIRY}},
+        },
+    }
+
+
 def start_server(
-    install: CAInstall, layout: Layout, ca: CA, cn: str, tls_cn: str, hosts: Sequence[str]
+    install: CAInstall,
+    layout: Layout,
+    ca: CA,
+    names: tuple[str, str],
+    hosts: Sequence[str],
+    identities: Sequence[tuple[str, str]],
 ) -> bool:
-    """Start the CA server (creating both CAs' keys on first start); False if it runs."""
+    """Start the CA server; on first start it makes both CAs' keys (`names`: the identity
+    CA's and the TLS CA's common names) and registers `identities` ((name, NodeOU type)).
+    False if it already runs."""
     if processes.running_pid(layout, ca.process) is not None:
         return False
     assert ca.home is not None
     home = ca.home
     (home / TLS_CA_FOLDER).mkdir(parents=True, exist_ok=True)
     home.chmod(0o700)
+    config = home / "fabric-ca-server-config.yaml"
+    if not config.is_file():
+        config.write_text(yaml.safe_dump(server_config(ca, identities), sort_keys=False))
     tls_config = home / TLS_CA_FOLDER / "fabric-ca-config.yaml"
     if not tls_config.is_file():
-        host_list = ", ".join(json.dumps(h) for h in hosts)
-        tls_config.write_text(
-            f"ca:\n  name: {ca.tls_ca_name}\ncsr:\n  cn: {tls_cn}\n  hosts: [{host_list}]\n"
-        )
-    admin_secret = ca.secret_for(BOOTSTRAP_ADMIN)
+        doc = {"ca": {"name": ca.tls_ca_name}, "csr": {"cn": names[1], "hosts": list(hosts)}}
+        tls_config.write_text(yaml.safe_dump(doc, sort_keys=False))
     argv = [
         install.binary("fabric-ca-server"),
         "start",
         "--home",
         str(home),
-        "--boot",
-        f"{BOOTSTRAP_ADMIN}:{admin_secret}",
         "--address",
         ca.host,
         "--port",
@@ -161,7 +197,7 @@ def start_server(
         "--ca.name",
         ca.ca_name,
         "--csr.cn",
-        cn,
+        names[0],
         "--csr.hosts",
         ",".join(hosts),
         "--cafiles",
@@ -190,38 +226,6 @@ def _client(install: CAInstall, ca: CA, home: Path, *argv: str, what: str) -> st
         what,
         CLIENT_TIMEOUT_S,
     )
-
-
-def _enroll_registrar(install: CAInstall, ca: CA, ca_name: str) -> Path:
-    home = ca.registrar_home / ca_name
-    if not (home / "msp" / "signcerts" / "cert.pem").is_file():
-        secret = ca.secret_for(BOOTSTRAP_ADMIN)
-        url = f"https://{BOOTSTRAP_ADMIN}:{secret}@{ca.host}:{ca.port}"
-        _client(
-            install, ca, home, "enroll", "-u", url, "--caname", ca_name,
-            what=f"enroll {ca_name}'s bootstrap admin",
-        )  # fmt: skip
-    return home
-
-
-def register(install: CAInstall, ca: CA, ca_name: str, name: str, id_type: str) -> str:
-    """Register `name` (NodeOU `id_type`) with CA `ca_name` of this host's server, once;
-    returns its enrollment secret (the same for both CAs of the server)."""
-    secret = ca.secret_for(name)
-    if f"{ca_name}/{name}" in ca.registered():
-        return secret
-    home = _enroll_registrar(install, ca, ca_name)
-    try:
-        _client(
-            install, ca, home, "register", "-u", ca.url, "--caname", ca_name,
-            "--id.name", name, "--id.secret", secret, "--id.type", id_type,
-            what=f"register {name} with {ca_name}",
-        )  # fmt: skip
-    except NetworkError as exc:
-        if "already registered" not in str(exc):
-            raise
-    ca.mark_registered(f"{ca_name}/{name}")
-    return secret
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ def find_install(env: Mapping[str, str] | None = None) -> FabricInstall:
     missing = [
         str(p)
         for p in (
-            *(bin_dir / b for b in ("peer", "orderer", "configtxgen", "cryptogen", "osnadmin")),
+            *(bin_dir / b for b in ("peer", "orderer", "configtxgen", "osnadmin")),
             config / "core.yaml",
             config / "orderer.yaml",
             *(ccaas / "bin" / b for b in ("detect", "build", "release")),
@@ -193,6 +193,10 @@ class Layout:
     def parties(self) -> tuple[str, ...]:
         return (*(o.name for o in self.orderers), *(g.msp_id for g in self.orgs))
 
+    def present_parties(self) -> frozenset[str]:
+        """The parties whose host folder is under this root (all of them on loopback)."""
+        return frozenset(p for p in self.parties if self.host_dir(p).is_dir())
+
     @property
     def orderers(self) -> tuple[Orderer, ...]:
         b = self.base_port
@@ -214,8 +218,13 @@ class Layout:
         return tuple(
             Org(
                 j + 1,
-                *(b + 10 * j + k for k in range(6)),
-                self.address_of(f"Org{j + 1}MSP"),
+                peer_port=b + 10 * j,
+                chaincode_port=b + 10 * j + 1,
+                ops_port=b + 10 * j + 2,
+                ccaas_port=b + 10 * j + 3,
+                ca_port=b + 10 * j + 4,
+                ca_ops_port=b + 10 * j + 5,
+                ip=self.address_of(f"Org{j + 1}MSP"),
             )
             for j in range(2)
         )

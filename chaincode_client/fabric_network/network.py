@@ -128,6 +128,7 @@ class Network:
         ]
 
     def commit_steps(self) -> list[Step]:
+        """Approve (this host's organisations), then commit once every one approved."""
         name = self.layout.chaincode
         return [
             (f"chaincode {name!r} approved and committed", self._deploy_default),
@@ -218,10 +219,11 @@ class Network:
                     f"{orderer.name}: no enrollment secret; the ordering organisation's admin "
                     f"prints it on {ORDERER_ADMIN_HOST}'s host (`org secret {orderer.name}`)"
                 )
-            made += orgs.init_orderer(
-                self.ca_install, self.layout, orderer, secrets.get(orderer.name, "")
-            )
-        return made
+        jobs = [
+            partial(orgs.init_orderer, self.ca_install, self.layout, o, secrets.get(o.name, ""))
+            for o in self.orderers
+        ]
+        return made + orgs.in_parallel(jobs)
 
     def genesis(self) -> str | None:
         block = self.genesis_block
@@ -529,6 +531,9 @@ class Network:
         if not self.orgs:
             return "no organisation on this host"
         return self.deploy(self.layout.chaincode)
+
+    def approve_default(self) -> str | None:
+        return self.approve(self.layout.chaincode)
 
     def _definition(self, name: str) -> list[str]:
         return [

@@ -16,11 +16,12 @@ its output exists, so running it again, or after a crash, finishes the job.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from chaincode_client.fabric_network import configs
-from chaincode_client.fabric_network.fabric_ca import CA, CAInstall, enroll, register, start_server
+from chaincode_client.fabric_network.fabric_ca import CA, CAInstall, enroll, start_server
 from chaincode_client.fabric_network.layout import (
     HOST,
     ORDERER_ADMIN_HOST,
@@ -124,70 +125,94 @@ def _identity(
     shutil.rmtree(folder / "msp.tmp", ignore_errors=True)
 
 
-def _both(install: CAInstall, ca: CA, name: str, id_type: str) -> str:
-    register(install, ca, ca.ca_name, name, id_type)
-    return register(install, ca, ca.tls_ca_name, name, "client")
+def in_parallel(jobs: Sequence[Callable[[], list[str]]]) -> list[str]:
+    """Run each job (a few `fabric-ca-client` processes) side by side; what they made."""
+    if not jobs:
+        return []
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        return [name for made in pool.map(lambda job: job(), jobs) for name in made]
+
+
+def _enrolled(folder: Path) -> bool:
+    return (folder / "msp" / "signcerts" / "cert.pem").is_file()
+
+
+def org_identities(org: Org) -> list[tuple[str, str]]:
+    """(name, NodeOU type) of everything an organisation's CA issues at bring-up."""
+    users = [(f"{user}@{org.domain}", role) for user, role in APP_USERS]
+    return [(org.peer_host, "peer"), *users, (ccaas_identity(org), "client")]
+
+
+def ccaas_identity(org: Org) -> str:
+    return f"{org.ccaas_name}.{org.domain}"
 
 
 def init_org(install: CAInstall, layout: Layout, org: Org) -> list[str]:
     """Organisation `org`'s CA, identities and public MSP, on its own host. Returns what was
     made (empty when everything was there)."""
-    made: list[str] = []
     ca = org_ca(layout, org)
-    if start_server(
-        install, layout, ca, f"ca.{org.domain}", f"tlsca.{org.domain}",
-        tls_names(org.ip, f"ca.{org.domain}"),
-    ):  # fmt: skip
-        made.append(f"started {org.ca_name}")
+    started = start_server(
+        install, layout, ca, (f"ca.{org.domain}", f"tlsca.{org.domain}"),
+        tls_names(org.ip, f"ca.{org.domain}"), org_identities(org),
+    )  # fmt: skip
     cacert, tlscacert = _ca_certs(ca)
     org_dir = layout.org_dir(org)
     if not (org_dir / "msp" / "config.yaml").is_file():
         _write_msp(org_dir / "msp", cacert, tlscacert)
+
+    def identity(name: str, folder: Path, tls: tuple[str, list[str]]) -> Callable[[], list[str]]:
+        def job() -> list[str]:
+            secret = ca.secret_for(name)
+            _identity(install, ca, name, secret, folder, tls, cacert, tlscacert)
+            return [name]
+
+        return job
+
+    jobs = []
     peer = layout.peer_dir(org)
-    if not (peer / "msp" / "signcerts" / "cert.pem").is_file():
-        secret = _both(install, ca, org.peer_host, "peer")
-        names = tls_names(org.ip, org.peer_host)
-        _identity(install, ca, org.peer_host, secret, peer, ("server", names), cacert, tlscacert)
-        made.append(org.peer_host)
-    for user, role in APP_USERS:
-        folder = layout.user_dir(org, user)
-        if not (folder / "msp" / "signcerts" / "cert.pem").is_file():
-            name = f"{user}@{org.domain}"
-            secret = _both(install, ca, name, role)
-            _identity(install, ca, name, secret, folder, ("client", [name]), cacert, tlscacert)
-            made.append(name)
+    if not _enrolled(peer):
+        jobs.append(identity(org.peer_host, peer, ("server", tls_names(org.ip, org.peer_host))))
+    for user, _ in APP_USERS:
+        folder, name = layout.user_dir(org, user), f"{user}@{org.domain}"
+        if not _enrolled(folder):
+            jobs.append(identity(name, folder, ("client", [name])))
     ccaas = layout.ccaas_tls_dir(org)
     if not (ccaas / "cert.pem").is_file():
-        name = f"{org.ccaas_name}.{org.domain}"
-        secret = register(install, ca, ca.tls_ca_name, name, "client")
-        enroll(install, ca, ca.tls_ca_name, name, secret, ccaas, tls_names(org.ip, name))
-        made.append(name)
+
+        def ccaas_job() -> list[str]:
+            name = ccaas_identity(org)
+            names = tls_names(org.ip, name)
+            enroll(install, ca, ca.tls_ca_name, name, ca.secret_for(name), ccaas, names)
+            return [name]
+
+        jobs.append(ccaas_job)
+    made = in_parallel(jobs)
     publish(layout, org.msp_id, org_dir / "msp")
-    return made
+    return ([f"started {org.ca_name}"] if started else []) + made
 
 
 def init_orderer_org(install: CAInstall, layout: Layout) -> list[str]:
     """The ordering organisation's CA and admin, on orderer0's host; registers each orderer."""
-    made: list[str] = []
     ca = orderer_ca(layout, own=True)
-    if start_server(
-        install, layout, ca, f"ca.{ORDERER_DOMAIN}", f"tlsca.{ORDERER_DOMAIN}",
+    admin_name = f"Admin@{ORDERER_DOMAIN}"
+    started = start_server(
+        install, layout, ca, (f"ca.{ORDERER_DOMAIN}", f"tlsca.{ORDERER_DOMAIN}"),
         tls_names(ca.host, f"ca.{ORDERER_DOMAIN}"),
-    ):  # fmt: skip
-        made.append(f"started {ORDERER_CA}")
+        [(admin_name, "admin"), *((o.host, "orderer") for o in layout.orderers)],
+    )  # fmt: skip
+    made = [f"started {ORDERER_CA}"] if started else []
     cacert, tlscacert = _ca_certs(ca)
     org_dir = layout.orderer_org_dir()
     if not (org_dir / "msp" / "config.yaml").is_file():
         _write_msp(org_dir / "msp", cacert, tlscacert)
-    admin = org_dir / "users" / f"Admin@{ORDERER_DOMAIN}"
-    if not (admin / "msp" / "signcerts" / "cert.pem").is_file():
-        name = f"Admin@{ORDERER_DOMAIN}"
-        secret = _both(install, ca, name, "admin")
-        _identity(install, ca, name, secret, admin, ("client", [name]), cacert, tlscacert)
-        made.append(name)
-    for orderer in layout.orderers:
-        _both(install, ca, orderer.host, "orderer")
     publish(layout, ORDERER_MSP, org_dir / "msp")
+    admin = org_dir / "users" / admin_name
+    if not _enrolled(admin):
+        secret = ca.secret_for(admin_name)
+        _identity(
+            install, ca, admin_name, secret, admin, ("client", [admin_name]), cacert, tlscacert
+        )
+        made.append(admin_name)
     return made
 
 
@@ -195,7 +220,7 @@ def orderer_secret(layout: Layout, orderer: Orderer) -> str:
     """The one-time enrollment secret the ordering org's admin registered for `orderer` (read
     on orderer0's host; the admin hands it to that orderer's operator)."""
     ca = orderer_ca(layout, own=True)
-    if f"{ca.ca_name}/{orderer.host}" not in ca.registered():
+    if orderer.host not in ca.registered():
         raise NetworkError(
             f"{orderer.name} is not registered with the ordering organisation's CA here "
             f"({ca.home}): run `org init {ORDERER_ADMIN_HOST}` on its host first"

@@ -20,12 +20,29 @@ from __future__ import annotations
 import argparse
 import json
 
+from chaincode_client.fabric import FabricGatewayClient
+from chaincode_client.fabric.receipts import export_fabric_receipt
 from chaincode_client.fabric_network import orgs
 from chaincode_client.fabric_network.layout import Layout, NetworkError
 from chaincode_client.fabric_network.network import Network
 
 
 def run_party(layout: Layout, args: argparse.Namespace) -> int:
+    if args.command == "receipt":
+        env = layout.client_env(args.org)
+        env["FABRIC_CHAINCODE"] = args.chaincode or layout.chaincode
+        client = FabricGatewayClient.from_env(env)
+        try:
+            text = json.dumps(export_fabric_receipt(client, args.lease_id))
+        except KeyError as exc:
+            raise NetworkError(str(exc)) from exc
+        finally:
+            client.close()
+        if args.out:
+            args.out.write_text(text)
+        else:
+            print(text)
+        return 0
     if args.command == "channel":
         network = Network.create(layout, parties=frozenset())
         network.run_steps([("channel genesis block (configtxgen)", network.genesis)])
@@ -47,9 +64,10 @@ def run_party(layout: Layout, args: argparse.Namespace) -> int:
             raise NetworkError(f"`org secret` is for orderers, not {party}")
         print(orgs.orderer_secret(layout, orderer))
     elif args.action == "join":
-        seconds = network.run_steps(network.join_steps())
+        approve = (f"chaincode {layout.chaincode!r} approved", network.approve_default)
+        seconds = network.run_steps([*network.join_steps(), approve])
         print(f"{party} joined in {seconds:.1f}s")
-    elif args.action == "commit":
+    elif args.action == "commit":  # (approving first, if this host's org has not)
         seconds = network.run_steps(network.commit_steps())
         print(f"{party} committed in {seconds:.1f}s")
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -45,11 +46,15 @@ class SplitNetwork:
     def layout(self, party: str) -> Layout:
         return Layout(self.root(party), base_port=7050, addresses=self.hosts.addresses)
 
-    def cli(self, party: str, *argv: str) -> str:
+    def run(self, party: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        """`python -m chaincode_client.fabric_network ARGV` on `party`'s host, its folder."""
         command = [sys.executable, "-m", "chaincode_client.fabric_network"]
         command += ["--root", str(self.root(party)), "--plan", str(self.root(party) / "plan.json")]
+        return self.hosts.run(party, [*command, *argv], cwd=REPO)
+
+    def cli(self, party: str, *argv: str) -> str:
         started = time.monotonic()
-        done = self.hosts.run(party, [*command, *argv], cwd=REPO)
+        done = self.run(party, *argv)
         self.log.append(f"{party}: {' '.join(argv)} ({time.monotonic() - started:.1f}s)")
         assert done.returncode == 0, f"{party}: {' '.join(argv)}\n{done.stdout}{done.stderr}"
         return done.stdout
@@ -94,17 +99,20 @@ class SplitNetwork:
             self.cli(org, "org", "commit", org)
         return time.monotonic() - started
 
+    def new_chaincode(self, name: str) -> str:
+        """Contract namespace `name` (an empty ledger): Org2 approves on its host, Org1
+        approves and commits on its own, Org2 waits until its gateway can endorse it."""
+        self.cli("Org2MSP", "org", "join", "Org2MSP", "--chaincode", name)
+        self.cli("Org1MSP", "org", "commit", "Org1MSP", "--chaincode", name)
+        self.cli("Org2MSP", "org", "commit", "Org2MSP", "--chaincode", name)
+        return name
+
     def down(self) -> None:
         for forward in self.forwards:
             forward.close()
         for party in PARTIES:
             if self.root(party).exists():
-                self.hosts.run(
-                    party,
-                    [sys.executable, "-m", "chaincode_client.fabric_network", "--root",
-                     str(self.root(party)), "down"],
-                    cwd=REPO,
-                )  # fmt: skip
+                self.run(party, "down")
 
     def forward(self, party: str, address: str) -> str:
         """127.0.0.1:port here -> `address` dialled from `party`'s host."""
