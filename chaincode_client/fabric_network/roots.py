@@ -2,8 +2,9 @@
 
 An auditor checks a Fabric receipt (`python -m ledger verify-receipt FILE --trust ROOTS.pem`)
 against the roots of the channel it was told to trust, never against certificates the receipt
-carries. On the loopback network they are the CA certificates cryptogen wrote into each
-organisation's MSP (`msp/cacerts`), the same ones the channel's configuration holds.
+carries. They are the CA certificates each organisation published (`public/<MSP>/msp/cacerts`:
+its own Fabric CA's), the same ones the channel's configuration holds; on an organisation's
+own host, the others' are the copies it was handed.
 """
 
 from __future__ import annotations
