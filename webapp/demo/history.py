@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from ledger.units import MS_PER_DAY, MS_PER_S
+from ledger.units import MS_PER_DAY, MS_PER_HOUR, MS_PER_S
 from scheduler import api as scheduler
 from scheduler.telemetry.synthetic import SyntheticGpu
 from webapp.fleet.models import GPU, TelemetrySample
@@ -38,7 +38,7 @@ def seed_history(
         SyntheticGpu(uuid, int(power))
         for uuid, power in GPU.objects.values_list("uuid", "generation__board_power_w")
     ]
-    hours = (now_ms - start_ms) / 3_600_000 - step_s / 3600  # the last sample before now
+    hours = (now_ms - start_ms - step_s * MS_PER_S) / MS_PER_HOUR  # the last sample before now
     stored, batch = 0, []
     for sample in scheduler.synthetic_trace(
         fleet, start_ms, hours, step_s=step_s, seed=HISTORY_SEED

@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db import models
 
-from ledger.units import datetime_of_ms
+from ledger.units import datetime_of_ms, ms_of
 from scheduler.catalogue import PRECISIONS as CATALOGUE_PRECISIONS
 from webapp.fleet.models import GPU
 from webapp.leasing import states
@@ -59,6 +59,12 @@ class Lease(models.Model):
     class Meta:
         ordering = ["-created"]
         indexes = [models.Index(fields=["state"]), models.Index(fields=["tenant", "-created"])]
+
+    @property
+    def ended_ms(self) -> int | None:
+        """When the lease let its GPUs go, in ms: where its final line ends, and the end_ms
+        the ledger's EndLease records (GPU time before it stays this lease's)."""
+        return None if self.ended is None else ms_of(self.ended)
 
     def lines_to_come(self) -> list[dict[str, Any]]:
         """Each move whose line before it is still to be settled: when it moved, and the
