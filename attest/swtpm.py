@@ -203,11 +203,16 @@ class Swtpm:
     def log_file(self) -> Path:
         return Path(self.state_dir) / "swtpm.log"
 
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def start(self) -> Swtpm:
         """Start on `port` (fixed), or on a free pair; a pair taken by another process between
         the check and swtpm's bind is retried with a new pair."""
-        if self.process is not None:
+        if self.alive:
             return self
+        self.process = None  # a swtpm that died is started again on its port
         if self.port:
             return self._start_on(self.port)
         for attempt in range(1, PORT_ATTEMPTS + 1):
