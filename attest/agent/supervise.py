@@ -89,9 +89,13 @@ class AgentLoop:
     stop: threading.Event
     read_counters: Callable[[], str] | None = None
     on_verdict: Callable[[Agent, dict[str, Any]], None] | None = None
+    on_error: Callable[[BaseException], None] | None = None
     backoff: Backoff = field(default_factory=Backoff)
     name: str = "agent"
+    rounds: int = 0  # stop after this many verdicts (0: never)
+    follow_server: bool = False  # wait the interval_s the server's challenge asks for
     refused: AuthorisationRefused | None = None
+    verdicts: int = 0
 
     def run(self) -> AuthorisationRefused | None:
         """Until `stop` is set or the TPM refuses an authorisation (then reported, returned)."""
@@ -104,9 +108,14 @@ class AgentLoop:
                     tpm = tpm or self.open_tpm()
                     ak = ak or self.load_ak(tpm, self.api)
                     verdict = answer(tpm, self.api, ak, pending)
+                    self.verdicts += 1
                     if self.on_verdict:
                         self.on_verdict(tpm, verdict)
                     self.backoff.reset()
+                    if self.follow_server and isinstance(verdict.get("interval_s"), int | float):
+                        self.interval_s = float(verdict["interval_s"])
+                    if self.rounds and self.verdicts >= self.rounds:
+                        return None
                     wait = self.interval_s
                 except Exception as exc:  # each kind is sorted below
                     refused = auth_refusal(exc)
@@ -120,6 +129,8 @@ class AgentLoop:
                         log.exception("%s: unexpected failure, retrying", self.name)
                     wait = self.backoff.next_delay()
                     log.warning("%s: %s; retrying in %.1f s", self.name, exc, wait)
+                    if self.on_error:
+                        self.on_error(exc)
                 self.stop.wait(wait)
         finally:
             if tpm is not None:

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +27,6 @@ FIRST_RUN_S = 90  # the first run enrols the fleet on the ledger and attests onc
 # a shared 2-core machine) for every node to attest again
 AGAIN_S = 2 * ATTESTATION_INTERVAL_S + 20
 BILLED_S = 150  # a lease placed after the restart ends and is settled (DEMO_SETTLE_WAIT_S)
-TAMPERED = "a100-ams-02"  # the demo's tampered node (the last by name) fails its later quotes
 
 
 def _start(directory: Path) -> tuple[str, subprocess.Popen, float]:
@@ -55,10 +55,8 @@ def _start(directory: Path) -> tuple[str, subprocess.Popen, float]:
 
 
 def _kill_group(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass
     try:
         process.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -146,14 +144,14 @@ def test_the_demo_comes_back_after_its_process_group_is_stopped(tmp_path, sig) -
     finally:
         _kill_group(process, signal.SIGTERM)
     output = log.read_text()
-    assert "recovering after power loss" in output
     assert "clock_not_safe: TPM clock" not in output and "DA lockout" not in output
     with sqlite3.connect(database) as db:
         losses = db.execute(
             "select count(*) from attestation_nodeevent where code = 'tpm_power_loss'"
         ).fetchone()[0]
         rejected = db.execute(
-            "select function, last_error from outbox_outboxentry where status = 'rejected' "
-            "and function in ('RegisterNode', 'RecordAttestation')"
+            "select function, last_error from outbox_outboxentry where status = 'rejected'"
         ).fetchall()
-    assert losses >= 1 and rejected == []
+    assert rejected == []
+    if sig == signal.SIGKILL:  # no TPM2_Shutdown reached the swtpms: their TPMs lost power
+        assert losses >= 1 and "recovering after power loss" in output
