@@ -60,9 +60,9 @@ def judge(now: ClockInfo, previous: ClockInfo | None) -> list[Reason]:
         return [
             Reason(
                 REBOOTED,
-                f"the TPM was shut down in order and started again (resetCount "
-                f"{previous.reset_count} -> {now.reset_count}, restartCount "
-                f"{previous.restart_count} -> {now.restart_count})",
+                f"the TPM started again (resetCount {previous.reset_count} -> "
+                f"{now.reset_count}, restartCount {previous.restart_count} -> "
+                f"{now.restart_count}) with no reported clock value lost",
                 SEVERITY_INFO,
             )
         ]

@@ -342,7 +342,7 @@ def record_quote(
             clock=verdict.clock.to_dict() if verdict.clock else {},
         )
         node_telemetry.keep(attestation, batches)
-        health.record_power_loss(node, verdict.reasons)
+        health.record_boot(node, verdict.reasons)
         node.trust = Node.TRUSTED if verdict.valid else Node.FAILED
         if verdict.valid:
             node.last_good_attestation = attestation.created

@@ -1,6 +1,6 @@
 """Why a node is not attested, in one place for its page and the metric: what its agent
 reported (a TPM that refused an authorisation), its last quote's failure, a stale or absent
-attestation. And the events behind it: power losses its quotes showed (attest.clock)."""
+attestation. And the events behind it: TPM restarts its quotes showed (attest.clock)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,16 @@ NEVER_ATTESTED = "never_attested"
 NOT_ENROLLED = "not_enrolled"
 
 
-def record_power_loss(node: Node, reasons: list[Reason]) -> None:
-    """Inside the quote's transaction: a power loss the verdict accepted becomes an event."""
+BOOT_EVENTS = (clock_policy.POWER_LOSS, clock_policy.REBOOTED)
+
+
+def record_boot(node: Node, reasons: list[Reason]) -> None:
+    """Inside the quote's transaction: the TPM's restart the verdict saw (a power loss, or
+    an orderly reboot) becomes an event on the node's page."""
     for reason in reasons:
-        if reason.code == clock_policy.POWER_LOSS:
+        if reason.code in BOOT_EVENTS:
             NodeEvent.objects.create(node=node, code=reason.code, detail=reason.detail)
-            audit("attestation", "node.power_loss", node, detail=reason.detail)
+            audit("attestation", f"node.{reason.code}", node, detail=reason.detail)
 
 
 def agent_reported(node: Node, *, code: str, detail: str, actor: str) -> NodeEvent:

@@ -80,6 +80,12 @@ class DemoAgents:
         for node in nodes:
             progress(f"  starting swtpm for {node.name}…")
             self.tpms[node.name] = tpm = start_node_tpm(self.root / node.name, ca)
+            if tpm.lost_power:
+                progress(
+                    f"  node {node.name} recovering after power loss: its TPM was stopped "
+                    "without an orderly shutdown (the demo killed or crashed); it attests "
+                    "again with its next quote"
+                )
             self._da_parameters(node.name, tpm)
         # swtpm_localca creates its CA with the first EK certificate; trust it from now on
         ca_dir = Path(settings.TPM_EK_CA_DIR)
