@@ -157,6 +157,13 @@ LEASE_WORKER_INTERVAL_S = env_int("LEASE_WORKER_INTERVAL_S", 5, minimum=1)
 # each quote, so by default: two attestation intervals).
 TELEMETRY_SETTLE_WAIT_S = env_int("TELEMETRY_SETTLE_WAIT_S", 2 * ATTESTATION_INTERVAL_S, minimum=0)
 LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
+# Telemetry retention (docs/operations.md, "Telemetry retention"): whole UTC days of readings
+# kept (the readings bill lines cite are kept as long as the lines), days of hourly rollups
+# kept for the dashboards, partitions created ahead, and how often `telemetry_retention` runs.
+TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 14, minimum=1)
+TELEMETRY_ROLLUP_RETENTION_DAYS = env_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 400, minimum=1)
+TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("TELEMETRY_PARTITIONS_AHEAD_DAYS", 2, minimum=0)
+TELEMETRY_RETENTION_INTERVAL_S = env_int("TELEMETRY_RETENTION_INTERVAL_S", 3600, minimum=1)
 # How often a process reads the rate card in force from the ledger (webapp/fleet/rate_card.py).
 RATE_CARD_REFRESH_S = env_int("RATE_CARD_REFRESH_S", 30, minimum=0)
 

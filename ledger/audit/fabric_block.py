@@ -11,7 +11,8 @@ used; what the bytes *mean* is checked in `ledger.audit.fabric_receipt`.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from fabric_protos.common import common_pb2
 from fabric_protos.ledger.rwset import rwset_pb2
@@ -163,6 +164,8 @@ class EndorserTx:
     status: int
     result: bytes  # the chaincode's return value
     writes: dict[str, bytes | None]  # the contract's namespace: key -> value (None: deleted)
+    # the contract's namespace: key -> the (block, tx) version read (None: the key was absent)
+    reads: dict[str, tuple[int, int] | None] = field(default_factory=dict)
 
 
 def envelope_tx_id(raw: bytes) -> str:
@@ -222,18 +225,25 @@ def parse_endorser_tx(raw: bytes) -> EndorserTx:
         args=args[1:],
         status=int(action.response.status),
         result=bytes(action.response.payload),
-        writes=_writes(bytes(action.results), str(action.chaincode_id.name)),
+        **_rwset(bytes(action.results), str(action.chaincode_id.name)),
     )
 
 
-def _writes(results: bytes, namespace: str) -> dict[str, bytes | None]:
-    """The keys a transaction wrote in `namespace` (its read-write set, as endorsed)."""
+def _rwset(results: bytes, namespace: str) -> dict[str, Any]:
+    """The keys a transaction read (at which version) and wrote in `namespace` (its
+    read-write set, as endorsed): EndorserTx's `reads` and `writes`."""
     rwset = parse(rwset_pb2.TxReadWriteSet, results, "chaincode action results")
     writes: dict[str, bytes | None] = {}
+    reads: dict[str, tuple[int, int] | None] = {}
     for ns in rwset.ns_rwset:
         if ns.namespace != namespace:
             continue
         kv = parse(kv_rwset_pb2.KVRWSet, ns.rwset, f"rwset of {namespace}")
+        for read in kv.reads:
+            found = read.HasField("version")
+            reads[str(read.key)] = (
+                (int(read.version.block_num), int(read.version.tx_num)) if found else None
+            )
         for write in kv.writes:
             writes[str(write.key)] = None if write.is_delete else bytes(write.value)
-    return writes
+    return {"reads": reads, "writes": writes}

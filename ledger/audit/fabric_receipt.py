@@ -7,6 +7,9 @@ the verifier recomputes the data hash and checks an orderer's signature over the
 each transaction, its validation code, the creator's signature, the transaction id, the
 proposal hash, every endorsement's signature and the endorsement policy (a peer of every
 organisation), all against the trust roots given, never against anything in the receipt.
+The block's validation code (TRANSACTIONS_FILTER metadata) is signed by no orderer, so a
+VALID there is only a claim: the read versions the endorsers signed must also show the
+transaction read the lease's current state (ledger.audit.validity).
 Then the contract-level facts: every transaction is about this lease (or an attestation or
 node it relied on), each settlement line is re-derived from the lease terms its transaction
 wrote (as for embedded receipts), and nothing the lease relied on is missing.
@@ -44,6 +47,7 @@ from ledger.audit.receipt import (
     cited_marks,
     written_lines,
 )
+from ledger.audit.validity import ChainTx, chain_defects
 
 FORMAT = "fabric/1"
 ENDORSER_TRANSACTION = 3  # common.HeaderType
@@ -82,16 +86,18 @@ def check_fabric_receipt(receipt: Any, roots: TrustRoots) -> list[str]:
         return [f"receipt is malformed: {exc}"]
 
 
-def fabric_receipt_tx(receipt: dict[str, Any], tx_id: str) -> ReceiptTx | None:
-    """Transaction `tx_id` of a Fabric receipt that `check_fabric_receipt` passed, or None:
-    its function, whether its block marks it VALID, and what it wrote as endorsed."""
-    ref = next((r for r in _refs(receipt) if r.tx_id == tx_id), None)
-    if ref is None:
-        return None
-    block = parse_block(_blocks(receipt)[ref.block])
-    tx = parse_endorser_tx(block.envelopes[ref.index])
-    valid = block.validation_codes[ref.index] == VALID_CODE
-    return ReceiptTx(tx.fn.rsplit(":", 1)[-1], valid, tx.writes)
+def fabric_receipt_txs(receipt: dict[str, Any]) -> dict[str, ReceiptTx]:
+    """Every transaction of a Fabric receipt that `check_fabric_receipt` passed, by id: its
+    function, whether its block marks it VALID, what it wrote as endorsed, where it is."""
+    blocks = {n: parse_block(raw) for n, raw in _blocks(receipt).items()}
+    out = {}
+    for ref in _refs(receipt):
+        block = blocks[ref.block]
+        tx = parse_endorser_tx(block.envelopes[ref.index])
+        valid = block.validation_codes[ref.index] == VALID_CODE
+        fn = tx.fn.rsplit(":", 1)[-1]
+        out[ref.tx_id] = ReceiptTx(fn, valid, tx.writes, (ref.block, ref.index))
+    return out
 
 
 def _field(obj: Any, name: str, kind: type) -> Any:
@@ -144,15 +150,19 @@ def _verify(receipt: Any, roots: TrustRoots) -> list[str]:
             defects.append(f"block {number}: {exc}")
             continue
         defects += [f"block {number}: {d}" for d in _check_block(number, blocks[number], roots)]
+    chain = []
     for ref in _refs(receipt):
         where = f"block {ref.block} tx {ref.index} ({ref.tx_id})"
         block = blocks.get(ref.block)
         if block is None:
             defects.append(f"{where}: its block is not in the receipt or unreadable")
             continue
-        problems = _check_entry(ref, block, channel, chaincode, roots, facts)
+        problems, tx = _check_entry(ref, block, channel, chaincode, roots, facts)
         defects += [f"{where}: {p}" for p in problems]
-    return defects + facts.missing()
+        if tx is not None:
+            chain.append(ChainTx(tx.tx_id, (ref.block, ref.index), tx.reads, tx.writes))
+    # the filter says VALID; whether it was is what the endorsed read versions show
+    return defects + facts.missing() + chain_defects(chain, facts.lease_id)
 
 
 def _check_block(number: int, block: Block, roots: TrustRoots) -> list[str]:
@@ -174,20 +184,21 @@ def _check_block(number: int, block: Block, roots: TrustRoots) -> list[str]:
 
 def _check_entry(
     ref: TxRef, block: Block, channel: str, chaincode: str, roots: TrustRoots, facts: _Facts
-) -> list[str]:
+) -> tuple[list[str], EndorserTx | None]:
+    """The entry's defects, and its transaction when the block claims it VALID."""
     if not 0 <= ref.index < len(block.envelopes):
-        return [f"index {ref.index} outside the block's {len(block.envelopes)} transactions"]
+        return [f"index {ref.index} outside the block's {len(block.envelopes)} transactions"], None
     codes = block.validation_codes
     if ref.index >= len(codes) or codes[ref.index] != VALID_CODE:
-        return ["the block does not mark this transaction VALID"]
+        return ["the block does not mark this transaction VALID"], None
     try:
         tx = parse_endorser_tx(block.envelopes[ref.index])
     except BlockFormatError as exc:
-        return [str(exc)]
+        return [str(exc)], None
     if tx.tx_id != ref.tx_id:
-        return [f"the envelope holds transaction {tx.tx_id}"]
+        return [f"the envelope holds transaction {tx.tx_id}"], None
     problems = _check_tx(tx, channel, chaincode, roots)
-    return problems + facts.add(tx)
+    return problems + facts.add(tx), tx
 
 
 def _check_tx(tx: EndorserTx, channel: str, chaincode: str, roots: TrustRoots) -> list[str]:

@@ -5,7 +5,9 @@ policy), every block header of the chain, and for each transaction of the lease 
 creation, migrations, end, settlements, the attestations it relied on, the challenges they
 answered and its nodes' registrations) the raw envelope, its position and the hashes of its
 block's other envelopes. `verify_receipt` recomputes the hash chain, each block's data hash,
-the creator and endorsement signatures against the policy, and every settlement amount — all
+the creator and endorsement signatures against the policy, every settlement amount and which
+transactions were valid (the read versions of the lease's keys form one chain:
+ledger.audit.validity; the `code` an entry carries is hashed by nothing) — all
 under the organisation CAs the checker trusts, given from outside (`load_roots`): a receipt's
 own channel configuration proves nothing, as anyone can make up a channel.
 """
@@ -22,6 +24,7 @@ from typing import Any
 from attest.files import read_bounded
 from ledger import money
 from ledger.audit.chain import _Chain
+from ledger.audit.validity import ChainTx, chain_defects
 from ledger.contract import billing
 from ledger.contract.attested_telemetry import mark_key
 from ledger.contract.state import (
@@ -162,6 +165,7 @@ def _verify(receipt: dict[str, Any]) -> list[str]:
         defects.append("block 0: data_hash does not match the genesis transaction")
     msp = ChannelMsp({m: c.encode() for m, c in config["ca_certs"].items()})
     policy = EndorsementPolicy.from_json(config["policy"])
+    chain = []
     for entry in receipt["transactions"]:
         where = f"block {entry['block']} tx {entry['txnum']} ({entry['tx_id']})"
         envelope = entry["envelope"].encode()
@@ -179,7 +183,10 @@ def _verify(receipt: dict[str, Any]) -> list[str]:
             defects.append(f"{where}: {code}")
         if tx.proposal["fn"] == "Settle":
             defects.extend(check_settlement(where, tx.rwset.writes))
-    return defects
+        if entry["code"] == VALID:  # a claim: the code is in no hash; the read versions tell
+            at = (int(entry["block"]), int(entry["txnum"]))
+            chain.append(ChainTx(tx.tx_id, at, tx.rwset.reads, tx.rwset.writes))
+    return defects + chain_defects(chain, str(receipt["lease_id"]))
 
 
 def written_lines(writes: dict[str, bytes | None]) -> list[dict[str, Any]]:
@@ -231,17 +238,20 @@ class ReceiptTx:
     """One transaction as a receipt (of either backend) shows it: what an auditor reads."""
 
     fn: str  # the contract function, unqualified (`Settle`)
-    valid: bool  # the block marks it VALID
+    valid: bool  # the block marks it VALID (a claim the receipt's verifier proved)
     writes: dict[str, bytes | None]  # the contract's namespace: key -> value (None: deleted)
+    at: tuple[int, int] = (0, 0)  # (block, position in the block)
 
 
-def receipt_tx(receipt: dict[str, Any], tx_id: str) -> ReceiptTx | None:
-    """Transaction `tx_id` of an embedded receipt that `verify_receipt` passed, or None."""
+def receipt_txs(receipt: dict[str, Any]) -> dict[str, ReceiptTx]:
+    """Every transaction of an embedded receipt that `verify_receipt` passed, by id."""
+    out = {}
     for entry in receipt["transactions"]:
-        if entry["tx_id"] == tx_id:
-            tx = decode_envelope(entry["envelope"].encode())
-            return ReceiptTx(tx.proposal["fn"], entry["code"] == VALID, dict(tx.rwset.writes))
-    return None
+        tx = decode_envelope(entry["envelope"].encode())
+        at = (int(entry["block"]), int(entry["txnum"]))
+        valid = entry["code"] == VALID
+        out[entry["tx_id"]] = ReceiptTx(tx.proposal["fn"], valid, dict(tx.rwset.writes), at)
+    return out
 
 
 def load_receipt(path: Path) -> dict[str, Any]:

@@ -105,10 +105,12 @@ class Channel:
         endorsers: tuple[tuple[Identity, Signer], ...] | None = None,
         msp_id: str = "Org1MSP",
         writes: dict[str, bytes | None] | Callable[[str], dict[str, bytes | None]] | None = None,
+        reads: dict[str, tuple[int, int] | None] | None = None,
     ) -> tuple[str, bytes]:
-        """(tx id, envelope) of `fn(request)` answered with `result`, writing `writes` (or
-        what `writes(tx_id)` gives), endorsed by a peer of each organisation (or
-        `endorsers`), signed by a client of `msp_id`."""
+        """(tx id, envelope) of `fn(request)` answered with `result`, having read `reads`
+        (key -> (block, tx) version, None: absent) and writing `writes` (or what
+        `writes(tx_id)` gives), endorsed by a peer of each organisation (or `endorsers`),
+        signed by a client of `msp_id`."""
         identity, signer = self.clients[msp_id]
         signed = build_proposal(
             identity, signer, CHANNEL, CHAINCODE, fn, (json.dumps(request, sort_keys=True),)
@@ -121,10 +123,19 @@ class Channel:
             writes = writes(signed.tx_id)
         answer = json.dumps(result if result is not None else request, sort_keys=True).encode()
         kv = kv_rwset_pb2.KVRWSet(
+            reads=[
+                kv_rwset_pb2.KVRead(
+                    key=k,
+                    version=None
+                    if v is None
+                    else kv_rwset_pb2.Version(block_num=v[0], tx_num=v[1]),
+                )
+                for k, v in (reads or {}).items()
+            ],
             writes=[
                 kv_rwset_pb2.KVWrite(key=k, is_delete=v is None, value=v or b"")
                 for k, v in (writes or {}).items()
-            ]
+            ],
         )
         results = rwset_pb2.TxReadWriteSet(
             data_model=rwset_pb2.TxReadWriteSet.KV,
@@ -199,6 +210,10 @@ class Channel:
         self.blocks.append(block.SerializeToString())
         self.previous_hash = hashlib.sha256(der).digest()
         return number
+
+
+def _version(at: tuple[int, int]) -> kv_rwset_pb2.Version:
+    return kv_rwset_pb2.Version(block_num=at[0], tx_num=at[1])
 
 
 def receipt(channel: Channel, lease_id: str, placed: list[tuple[str, int, int]]) -> dict[str, Any]:

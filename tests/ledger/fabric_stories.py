@@ -45,6 +45,26 @@ def settlement_key(seq: int) -> str:
     return f"\x00{SETTLEMENT}\x00{LEASE}\x00{str(seq).zfill(SEQ_DIGITS)}\x00"
 
 
+def attestation(tx_id: str) -> dict[str, Any]:
+    return {"attestation_id": tx_id, "node_id": NODE, "valid": True}
+
+
+def record_attestation(chain: Channel, attests_readings: bool = True) -> tuple[str, bytes]:
+    """A valid RecordAttestation of NODE writing its record and the marks of the batches its
+    quote bound, as the contract writes them: what audit-bill finds a line's readings
+    attested by (`attests_readings=False`: it bound none)."""
+
+    def attested(tx_id: str) -> dict[str, bytes | None]:
+        marks = {
+            mark_key(b.gpu, b.digest): dumps({"attestation_id": tx_id, "node_id": NODE})
+            for b in batches_for([GPU["uuid"]])
+            if attests_readings
+        }
+        return {ATTESTATION + tx_id: dumps(attestation(tx_id)), **marks}
+
+    return chain.tx("RecordAttestation", {"node_id": NODE}, attestation, writes=attested)
+
+
 def lease_story(
     settle: dict[str, Any] | None = None, attests_readings: bool = True, **create: Any
 ) -> Story:
@@ -54,20 +74,7 @@ def lease_story(
     chain = Channel()
     register = chain.tx("RegisterNode", {"node_id": NODE}, {"node_id": NODE, "gpus": [GPU]})
 
-    def attestation(tx_id: str) -> dict[str, Any]:
-        return {"attestation_id": tx_id, "node_id": NODE, "valid": True}
-
-    def attested(tx_id: str) -> dict[str, bytes | None]:
-        """The attestation record and the marks of the batches its quote bound, as
-        RecordAttestation writes them: what audit-bill finds a line's readings attested by."""
-        marks = {
-            mark_key(b.gpu, b.digest): dumps({"attestation_id": tx_id, "node_id": NODE})
-            for b in batches_for([GPU["uuid"]])
-            if attests_readings
-        }
-        return {ATTESTATION + tx_id: dumps(attestation(tx_id)), **marks}
-
-    attest = chain.tx("RecordAttestation", {"node_id": NODE}, attestation, writes=attested)
+    attest = record_attestation(chain, attests_readings)
     other = chain.tx("EndLease", {"lease_id": "lease-2"})
     lease = {
         "lease_id": LEASE,
@@ -75,6 +82,7 @@ def lease_story(
         "attestation_ids": [attest[0]],
         "migrations": [],
         "status": "ACTIVE",
+        "tenant": "tenant-a",
         "terms": TERMS,
     }
     lease.update(create)

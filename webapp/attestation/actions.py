@@ -341,7 +341,12 @@ def record_quote(
             },
             clock=verdict.clock.to_dict() if verdict.clock else {},
         )
-        node_telemetry.keep(attestation, batches)
+        try:
+            node_telemetry.keep(attestation, batches)
+        except node_telemetry.TelemetryRefused as refused:  # nothing of the quote is kept
+            raise EnrolmentRefused(
+                [{"code": "telemetry_refused", "detail": str(refused)}]
+            ) from None
         health.record_boot(node, verdict.reasons)
         node.trust = Node.TRUSTED if verdict.valid else Node.FAILED
         if verdict.valid:
@@ -351,6 +356,17 @@ def record_quote(
         if check.ok:  # the ledger refuses a replayed nonce anyway; don't send one
             attestation_answered(attestation, digests)
         publish_on_commit("node", name=node.name, trust=node.trust)
+    return attestation
+
+
+def note_ledger_id(attestation: Attestation, ledger_id: str, *, actor: str) -> Attestation:
+    """The ledger recorded this verdict under `ledger_id` (the id the contract answered with)."""
+    with transaction.atomic():
+        attestation = Attestation.objects.select_for_update().get(pk=attestation.pk)
+        if attestation.ledger_tx != ledger_id:
+            attestation.ledger_tx = ledger_id
+            attestation.save(update_fields=["ledger_tx"])
+            audit(actor, "attestation.recorded", attestation, ledger_id=ledger_id)
     return attestation
 
 

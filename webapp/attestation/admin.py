@@ -9,7 +9,7 @@ from django.contrib import admin
 from webapp.attestation import actions
 from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.core.secrets_page import show_once
-from webapp.fleet.actions import quarantine_node
+from webapp.fleet import actions as fleet_actions
 from webapp.fleet.models import GPU, Node
 
 CREDENTIAL_VARIABLE = "WATTLEASE_NODE_CREDENTIAL"  # what the agent reads it from
@@ -69,7 +69,7 @@ class NodeAdmin(admin.ModelAdmin):
         issued = [
             (
                 str(node),
-                f"WATTLEASE_NODE_CREDENTIAL={actions.issue_node_credential(node, actor=actor)}",
+                f"{CREDENTIAL_VARIABLE}={actions.issue_node_credential(node, actor=actor)}",
             )
             for node in queryset
         ]
@@ -84,5 +84,17 @@ class NodeAdmin(admin.ModelAdmin):
     @admin.action(description="Quarantine (no new leases)")
     def quarantine(self, request, queryset):
         for node in queryset:
-            quarantine_node(node, actor=str(request.user))
+            fleet_actions.quarantine_node(node, actor=str(request.user))
         self.message_user(request, f"quarantined {queryset.count()} node(s)")
+
+    def save_model(self, request, obj, form, change):
+        fleet_actions.save_node(obj, actor=str(request.user))  # un-quarantine included
+
+    def save_formset(self, request, form, formset, change):
+        """The node's GPUs, each saved or removed by the fleet's actions."""
+        actor = str(request.user)
+        gpus = formset.save(commit=False)
+        for gpu in formset.deleted_objects:
+            fleet_actions.remove(gpu, actor=actor)
+        for gpu in gpus:
+            fleet_actions.save_gpu(gpu, actor=actor)

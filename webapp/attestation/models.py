@@ -28,8 +28,12 @@ class Attestation(models.Model):
 
 class TelemetryBatch(models.Model):
     """One GPU's readings between two quotes of its node, as the agent sent them with the
-    quote that bound their digest (docs/billing.md, "Attested telemetry"): the raw rows are
-    kept, so re-hashing them gives the digest a bill line cites on the ledger."""
+    quote that bound their digest (docs/billing.md, "Attested telemetry"). The readings
+    themselves are stored once, in fleet.TelemetrySample: the batch is the GPU's rows from
+    `first_ms` to `last_ms`, which re-hash to `digest` (webapp.attestation.telemetry.keep
+    refuses a batch for which they would not). When the day holding them is dropped
+    (TELEMETRY_RETENTION_DAYS) while a bill line cites the batch, its rows are copied to
+    `evidence` first, so the tenant can re-derive the line as long as the line exists."""
 
     attestation = models.ForeignKey(Attestation, on_delete=models.CASCADE, related_name="batches")
     gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="telemetry_batches")
@@ -37,14 +41,26 @@ class TelemetryBatch(models.Model):
     first_ms = models.BigIntegerField()
     last_ms = models.BigIntegerField()
     rows = models.PositiveIntegerField()
-    readings = models.TextField(help_text="the canonical CSV rows, in time order, as hashed")
+    evidence = models.TextField(
+        blank=True,
+        default="",
+        help_text="empty while the readings are in fleet.TelemetrySample; the canonical "
+        "CSV rows, copied here when their day is dropped while a bill line cites them",
+    )
 
     class Meta:
         ordering = ["gpu", "first_ms"]
-        indexes = [models.Index(fields=["gpu", "last_ms"])]
+        indexes = [
+            models.Index(fields=["gpu", "last_ms"]),
+            models.Index(fields=["first_ms"], name="batch_first_ms"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.gpu} batch {self.digest[:12]} ({self.rows} readings)"
+
+    def pk_key(self) -> tuple[int, int, int]:
+        """What identifies the batch's rows: its GPU and its first and last instant."""
+        return (self.gpu_id, self.first_ms, self.last_ms)
 
 
 class EnrolmentSession(models.Model):

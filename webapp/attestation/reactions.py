@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from chaincode_client.interface import Receipt
-from webapp.attestation.actions import challenge_issued, take_ledger_verdict
+from webapp.attestation.actions import challenge_issued, note_ledger_id, take_ledger_verdict
 from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
@@ -57,8 +57,8 @@ def attestation_recorded(entry: OutboxEntry, receipt: Receipt) -> None:
     except (ValueError, KeyError, TypeError):
         record, ledger_id = {}, receipt.tx_id
     recorded = Attestation.objects.filter(node__name=args["node_id"], nonce=args["nonce"])
-    recorded.update(ledger_tx=ledger_id)
     for attestation in recorded:
+        attestation = note_ledger_id(attestation, ledger_id, actor=ACTOR)
         take_ledger_verdict(attestation, record, actor=ACTOR)
 
 

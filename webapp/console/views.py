@@ -81,7 +81,7 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "generations": Generation.objects.order_by("catalogue_id"),
         "can_end": lease.state == states.ACTIVE,
         "can_cancel": lease.state in (states.REQUESTED, states.PLACED),
-        "bill": bill_lines.bill(lease.settlements.all()),
+        "bill": bill_lines.bill(lease.settlements.all(), tenant=lease.tenant.slug),
     }
     bill_audit.add_verdicts(context["bill"]["lines"])
     return render(request, "console/lease.html", context)
@@ -203,8 +203,9 @@ def bills(request: HttpRequest) -> HttpResponse:
         Settlement.objects.all(),
         request.membership,  # type: ignore[attr-defined]
     )
+    tenant = request.membership.tenant.slug  # type: ignore[attr-defined]
     by_month = [
-        {**bill_lines.bill(lines, month), "month_start": _month_start(month)}
+        {**bill_lines.bill(lines, month, tenant), "month_start": _month_start(month)}
         for month in bill_lines.months(lines)
     ]
     bill_audit.add_verdicts([line for bill in by_month for line in bill["lines"]])
@@ -220,7 +221,8 @@ def bill_download(request: HttpRequest, month: str) -> HttpResponse:
         request.membership,  # type: ignore[attr-defined]
     )
     try:
-        bill = bill_lines.bill(lines, month)
+        tenant = request.membership.tenant.slug  # type: ignore[attr-defined]
+        bill = bill_lines.bill(lines, month, tenant)
     except bill_lines.BillError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     response = JsonResponse(bill)

@@ -97,7 +97,7 @@ def _power(node: Node, rng: Range, since: int, until: int) -> dict[str, list]:
         field, total, count = "hour_ms", Sum("power_mw_sum"), Sum("samples")
     else:
         rows = TelemetrySample.objects.filter(gpu__node=node, t_ms__gte=since, t_ms__lt=until)
-        field, total, count = "t_ms", Sum("power_mw"), Count("id")
+        field, total, count = "t_ms", Sum("power_mw"), Count("t_ms")
     buckets = (
         rows.annotate(b=F(field) - F(field) % rng.bucket_ms)
         .values("b")

@@ -31,7 +31,7 @@ def _gpu_buckets(rng: Range, since: int, until: int) -> list[dict[str, int]]:
     else:
         rows = TelemetrySample.objects.filter(t_ms__gte=since, t_ms__lt=until)
         time_field, sums = "t_ms", ("", "util_gpu_pct", "util_mem_pct", "power_mw")
-        count = Count("id")
+        count = Count("t_ms")
     return list(
         rows.annotate(b=F(time_field) - F(time_field) % rng.bucket_ms)
         .values("gpu_id", "b")

@@ -6,8 +6,8 @@ from django.utils.html import format_html
 
 from chaincode_client.governance import document_digest
 from chaincode_client.interface import LedgerError
-from webapp.fleet import rate_card
-from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site, TelemetrySample
+from webapp.fleet import actions, rate_card
+from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site
 from webapp.outbox.ledger import approved_policy
 from webapp.outbox.records import pcr_policy_document, pcr_policy_id
 
@@ -44,6 +44,23 @@ class SiteAdmin(admin.ModelAdmin):
     list_display = ("name", "pue", "tariff_micro_per_kwh")
     search_fields = ("name",)
 
+    def save_model(self, request, obj, form, change):
+        actions.save_site(obj, actor=str(request.user))
+        if rate_card.site_rates(obj.name) is None:
+            self.message_user(
+                request,
+                f"the rate card in force prices no site named {obj.name!r}: its nodes are not "
+                "leased until a card naming it is approved",
+                messages.WARNING,
+            )
+
+    def delete_model(self, request, obj):
+        actions.remove(obj, actor=str(request.user))
+
+    def delete_queryset(self, request, queryset):
+        for site in queryset:
+            actions.remove(site, actor=str(request.user))
+
     @admin.display(description="PUE (rate card)")
     def pue(self, site: Site) -> str:
         rates = rate_card.site_rates(site.name)
@@ -66,6 +83,16 @@ class PcrPolicyAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     readonly_fields = ("ledger_key", "on_the_ledger", "ledger_document")
     actions = ["download_ledger_document"]
+
+    def save_model(self, request, obj, form, change):
+        actions.save_pcr_policy(obj, actor=str(request.user))
+
+    def delete_model(self, request, obj):
+        actions.remove(obj, actor=str(request.user))
+
+    def delete_queryset(self, request, queryset):
+        for policy in queryset:
+            actions.remove(policy, actor=str(request.user))
 
     @admin.display(description="ledger key")
     def ledger_key(self, policy: PcrPolicy) -> str:
@@ -136,21 +163,19 @@ class GPUAdmin(admin.ModelAdmin):
     list_filter = ("generation__family", "generation", "node__site")
     search_fields = ("uuid", "node__name")
 
+    def save_model(self, request, obj, form, change):
+        actions.save_gpu(obj, actor=str(request.user))
 
-@admin.register(TelemetrySample)
-class TelemetrySampleAdmin(admin.ModelAdmin):
-    list_display = (
-        "t_ms",
-        "gpu",
-        "util_gpu_pct",
-        "util_mem_pct",
-        "power_mw",
-        "energy_mj",
-        "temp_c",
-    )
-    list_filter = ("gpu__node",)
-    search_fields = ("gpu__uuid",)
-    readonly_fields = [f.name for f in TelemetrySample._meta.fields]
+    def delete_model(self, request, obj):
+        actions.remove(obj, actor=str(request.user))
+
+    def delete_queryset(self, request, queryset):
+        for gpu in queryset:
+            actions.remove(gpu, actor=str(request.user))
+
+
+# TelemetrySample has no admin page: millions of rows a day, keyed by (GPU, instant), which
+# the admin cannot list (no composite keys); the dashboards and the rollups below show them.
 
 
 @admin.register(GpuHour)

@@ -136,10 +136,16 @@ class GPU(models.Model):
 
 
 class TelemetrySample(models.Model):
-    """One reading of one GPU (NVML or a replayed trace), in the scheduler's integer units.
+    """One reading of one GPU (NVML or a replayed trace), in the scheduler's integer units:
+    the one place readings are stored. The key is (GPU, instant): a reading sent twice is
+    stored once. On PostgreSQL the table is partitioned by day on `t_ms`
+    (webapp/fleet/partitions.py) and a day's partition is dropped after
+    TELEMETRY_RETENTION_DAYS (webapp/leasing/retention.py); the readings a bill line cites
+    are first copied to their batch's evidence (docs/operations.md, "Telemetry retention").
     Compute utilisation is never shown without memory-bandwidth utilisation beside it:
     utilisation alone is not throughput."""
 
+    pk = models.CompositePrimaryKey("gpu", "t_ms")
     gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="samples")
     t_ms = models.BigIntegerField(help_text="Unix time, milliseconds")
     energy_mj = models.PositiveBigIntegerField(help_text="total-energy counter, millijoules")
@@ -150,10 +156,7 @@ class TelemetrySample(models.Model):
 
     class Meta:
         ordering = ["-t_ms"]
-        indexes = [models.Index(fields=["gpu", "t_ms"]), models.Index(fields=["t_ms"])]
-        constraints = [
-            models.UniqueConstraint(fields=["gpu", "t_ms"], name="one_sample_per_gpu_instant")
-        ]
+        indexes = [models.Index(fields=["t_ms"], name="sample_t_ms")]
 
 
 class GpuHour(models.Model):

@@ -16,6 +16,7 @@ from scheduler.telemetry.sample import TelemetrySample as Sample
 from scheduler.telemetry.synthetic import IDLE_UTIL_PCT
 from webapp.core.events import publish_on_commit
 from webapp.fleet.models import GPU, GpuHour, TelemetrySample
+from webapp.fleet.partitions import ensure_days
 
 BATCH = 2000
 RECENT_WINDOW_MS = 60_000  # telemetry older than this says nothing about the GPU now
@@ -47,6 +48,7 @@ def record_samples(samples: Iterable[Sample]) -> Recorded:
                 temp_c=s.temp_c,
             )
         )
+    ensure_days(row.t_ms for row in rows)
     TelemetrySample.objects.bulk_create(rows, batch_size=BATCH, ignore_conflicts=True)
     if rows:
         # the samples are committed: tell the dashboards first, then keep the rollups
@@ -76,8 +78,8 @@ def update_hours(gpu_ids: set[int], first_ms: int, last_ms: int) -> int:
         .annotate(hour=F("t_ms") - F("t_ms") % MS_PER_HOUR)
         .values("gpu_id", "hour")
         .annotate(
-            n=Count("id"),
-            idle=Count("id", filter=Q(util_gpu_pct__lt=IDLE_UTIL_PCT)),
+            n=Count("t_ms"),
+            idle=Count("t_ms", filter=Q(util_gpu_pct__lt=IDLE_UTIL_PCT)),
             util=Sum("util_gpu_pct"),
             mem=Sum("util_mem_pct"),
             power=Sum("power_mw"),

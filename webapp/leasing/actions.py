@@ -182,7 +182,7 @@ def cancel_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
         placed = Lease.objects.filter(pk=lease.pk, state=states.PLACED).exists()
         lease = _transition(lease.pk, states.CANCELLED, actor, reason=reason)
         if placed:
-            records.lease_ended(lease)
+            records.lease_ended(lease, cancelled_ms=int(timezone.now().timestamp() * 1000))
     return lease
 
 
@@ -284,3 +284,38 @@ def migrate_lease(
         records.lease_migrated(lease, [a.pk for a in attestations])
         publish_on_commit("lease", id=lease.pk, state=lease.state)
     return lease
+
+
+def note_waiting(lease: Lease, *, reason: str, actor: str) -> bool:
+    """A requested lease the placement pass left out keeps the scheduler's reason. Written
+    (and audited) only when the reason changed, so a queue that waits does not fill the
+    audit log; a lease that left REQUESTED meanwhile is not touched. True if written."""
+    with transaction.atomic():
+        lease = Lease.objects.select_for_update().get(pk=lease.pk)
+        if lease.state != states.REQUESTED or lease.reason == reason:
+            return False
+        previous = lease.reason
+        lease.reason = reason
+        lease.save(update_fields=["reason"])
+        audit(actor, "lease.waiting", lease, reason=reason, previous=previous)
+    return True
+
+
+def note_settlement_committed(
+    lease_ledger_id: str, seq: int, *, tx_id: str, block: int, validation_code: str, actor: str
+) -> Settlement | None:
+    """The ledger committed a bill line: note its transaction, block and validation code."""
+    with transaction.atomic():
+        settlement = (
+            Settlement.objects.select_for_update()
+            .filter(lease__ledger_id=lease_ledger_id, seq=seq)
+            .first()
+        )
+        if settlement is None:
+            return None
+        settlement.ledger_tx = tx_id
+        settlement.ledger_block = block
+        settlement.validation_code = validation_code
+        settlement.save(update_fields=["ledger_tx", "ledger_block", "validation_code"])
+        audit(actor, "settlement.committed", settlement, lease=lease_ledger_id, seq=seq, tx=tx_id)
+    return settlement

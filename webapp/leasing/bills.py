@@ -9,6 +9,7 @@ from typing import Any
 
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
+from django.utils import timezone
 
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import cited_readings
@@ -93,13 +94,21 @@ def line(s: Settlement, quotes: dict[tuple[str, str], str] | None = None) -> dic
     }
 
 
-def bill(lines: QuerySet, month: str | None = None) -> dict[str, Any]:
-    """The lines (in lease and interval order) and their sum."""
+def bill(lines: QuerySet, month: str | None = None, tenant: str = "") -> dict[str, Any]:
+    """The tenant's lines (in interval order) and their sum, with what `ledger audit-bill`
+    needs to audit the bill as a whole (ledger.audit.bill_whole): the tenant (its ledger id,
+    the slug), the period the lines end in (null ends: every line) and `as_of_ms`, taken
+    before the lines are read, so a line the ledger recorded before then is on the bill."""
+    as_of_ms = int(timezone.now().timestamp() * 1000)
+    start, end = month_bounds_ms(month) if month is not None else (None, None)
     chosen = in_month(lines, month).select_related("lease").order_by("end_ms", "lease", "seq")
     quotes = attesting_quotes(chosen)
     items = [line(s, quotes) for s in chosen]
     return {
+        "tenant": tenant,
         "month": month,
+        "period": {"start_ms": start, "end_ms": end},
+        "as_of_ms": as_of_ms,
         "count": len(items),
         "total_micro": sum(i["total_micro"] for i in items),
         "lines": items,

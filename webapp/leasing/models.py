@@ -60,6 +60,12 @@ class Lease(models.Model):
         ordering = ["-created"]
         indexes = [models.Index(fields=["state"]), models.Index(fields=["tenant", "-created"])]
 
+    @property
+    def ended_ms(self) -> int | None:
+        """When the lease let its GPUs go, in ms: where its final line ends, and the end_ms
+        the ledger's EndLease records (GPU time before it stays this lease's)."""
+        return None if self.ended is None else int(self.ended.timestamp() * 1000)
+
     def lines_to_come(self) -> list[dict[str, Any]]:
         """Each move whose line before it is still to be settled: when it moved, and the
         generation whose terms that line is priced at."""

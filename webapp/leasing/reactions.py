@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from chaincode_client.interface import Receipt
 from webapp.leasing import actions, states
-from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.models import Lease
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
 
@@ -29,10 +29,13 @@ def contract_rejected(entry: OutboxEntry, message: str) -> None:
 
 def settlement_committed(entry: OutboxEntry, receipt: Receipt) -> None:
     args = entry.args
-    Settlement.objects.filter(lease__ledger_id=args["lease_id"], seq=args["interval_seq"]).update(
-        ledger_tx=receipt.tx_id,
-        ledger_block=receipt.block_number,
+    actions.note_settlement_committed(
+        args["lease_id"],
+        args["interval_seq"],
+        tx_id=receipt.tx_id,
+        block=receipt.block_number,
         validation_code=receipt.validation_code,
+        actor=ACTOR,
     )
 
 

@@ -214,9 +214,8 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
             ),
         )
     for unplaced in plan.unplaced:
-        Lease.objects.filter(pk=int(unplaced.job), state=states.REQUESTED).update(
-            reason=f"waiting: {unplaced.reason}"
-        )
+        lease = Lease.objects.get(pk=int(unplaced.job))
+        actions.note_waiting(lease, reason=f"waiting: {unplaced.reason}", actor=actor)
     return skipped
 
 
@@ -263,10 +262,9 @@ def open_interval(lease: Lease) -> OpenInterval | None:
         move = lease.unsettled_moves[0]
         gpus = list(GPU.objects.filter(uuid__in=move["gpus"]).order_by("uuid"))
         return OpenInterval(gpus, move["terms"], move["until_ms"], final=False)
-    if lease.ended is None:
+    if lease.ended_ms is None:
         return None
-    end_ms = int(lease.ended.timestamp() * 1000)
-    return OpenInterval(list(lease.gpus.all()), lease.terms, end_ms, final=True)
+    return OpenInterval(list(lease.gpus.all()), lease.terms, lease.ended_ms, final=True)
 
 
 def next_lines(lease: Lease, interval: OpenInterval) -> list[scheduler.IntervalSettlement]:

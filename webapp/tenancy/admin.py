@@ -1,8 +1,32 @@
+"""The operator's pages for tenants, their keys and members. Every save goes through the
+tenancy actions (one transaction, one audit row), inline rows included."""
+
+from __future__ import annotations
+
 from django.contrib import admin
 
 from webapp.core.secrets_page import show_once
+from webapp.tenancy import actions
 from webapp.tenancy.actions import issue_api_key, revoke_api_key
 from webapp.tenancy.models import ApiKey, Membership, Tenant
+
+SAVE = {
+    Tenant: actions.save_tenant,
+    ApiKey: actions.save_api_key,
+    Membership: actions.save_membership,
+}
+DELETE = {Membership: actions.remove, ApiKey: actions.remove}
+
+
+class RemovesThroughActions:
+    """Admin deletes (one row or a selection) go through tenancy's `remove` action."""
+
+    def delete_model(self, request, obj):
+        actions.remove(obj, actor=str(request.user))
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            actions.remove(obj, actor=str(request.user))
 
 
 class ApiKeyInline(admin.TabularInline):
@@ -25,7 +49,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(RemovesThroughActions, admin.ModelAdmin):
     list_display = ("name", "slug", "max_gpus", "max_queued_requests", "max_priority", "created")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
@@ -47,9 +71,21 @@ class TenantAdmin(admin.ModelAdmin):
         ]
         return show_once(request, "New API keys", issued)
 
+    def save_model(self, request, obj, form, change):
+        actions.save_tenant(obj, actor=str(request.user))
+
+    def save_formset(self, request, form, formset, change):
+        """The inline keys and members, each saved or removed by its action."""
+        actor = str(request.user)
+        instances = formset.save(commit=False)
+        for obj in formset.deleted_objects:
+            DELETE[type(obj)](obj, actor=actor)
+        for obj in instances:
+            SAVE[type(obj)](obj, actor=actor)
+
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(RemovesThroughActions, admin.ModelAdmin):
     list_display = ("__str__", "tenant", "scope", "expires", "revoked", "last_used")
     list_filter = ("scope", "revoked", "tenant")
     search_fields = ("prefix", "tenant__name", "name")
@@ -65,11 +101,17 @@ class ApiKeyAdmin(admin.ModelAdmin):
             revoke_api_key(key, actor=str(request.user))
         self.message_user(request, f"revoked {queryset.count()} key(s)")
 
+    def save_model(self, request, obj, form, change):
+        actions.save_api_key(obj, actor=str(request.user))
+
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(RemovesThroughActions, admin.ModelAdmin):
     list_display = ("user", "tenant", "role", "created")
     list_filter = ("role", "tenant")
     search_fields = ("user__username", "tenant__name")
     autocomplete_fields = ("user", "tenant")
     readonly_fields = ("created",)
+
+    def save_model(self, request, obj, form, change):
+        actions.save_membership(obj, actor=str(request.user))

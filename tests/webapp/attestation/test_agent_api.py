@@ -22,12 +22,15 @@ from attest.agent.http import AgentApi, AgentApiError, attest_once, enrol, fetch
 from attest.agent.tpm import AK_ECC, AK_RSA, Agent
 from attest.inventory import inventory_digest
 from attest.swtpm import LocalCA, start_node_tpm
+from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.webapp.conftest import enrol_node, set_golden_values
 from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import Attestation, TelemetryBatch
+from webapp.attestation.telemetry import cited_readings
 from webapp.core.models import AuditEvent
 from webapp.demo.agents import simulated_inventory
 from webapp.fleet.models import Node, PcrPolicy, TelemetrySample
+from webapp.fleet.telemetry import record_samples
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 
@@ -391,6 +394,27 @@ def test_readings_sent_with_a_quote_are_kept_as_batches_its_quote_binds(fleet, a
     assert TelemetrySample.objects.filter(gpu__in=fleet.gpus[:2]).count() == 4
 
 
+def test_readings_are_stored_once_and_a_batch_reads_them_back(fleet, agent, api):
+    ak = enrol_node(agent, api)
+    text = _readings(fleet.gpus[:2])
+    assert attest_once(agent, api, ak, text)["valid"]
+    assert not TelemetryBatch.objects.exclude(evidence="").exists()  # no second copy
+    cited = [
+        {"gpu": g.uuid, "digest": TelemetryBatch.objects.get(gpu=g).digest} for g in fleet.gpus[:2]
+    ]
+    assert cited_readings(cited) == text  # what re-hashes to the digests the quote bound
+
+
+def test_readings_other_than_those_stored_at_the_same_instants_are_refused(fleet, agent, api):
+    ak = enrol_node(agent, api)
+    record_samples([Sample(fleet.gpus[0].uuid, 1_000, 7, 250_000, 10, 10, 40)])  # another source
+    with pytest.raises(AgentApiError, match="already has other readings") as refused:
+        attest_once(agent, api, ak, _readings(fleet.gpus[:1]))
+    assert refused.value.status == 400
+    assert not Attestation.objects.exists() and not TelemetryBatch.objects.exists()
+    assert TelemetrySample.objects.get(gpu=fleet.gpus[0]).energy_mj == 7  # nothing overwritten
+
+
 def test_a_quote_not_bound_to_the_readings_sent_with_it_fails(fleet, agent, api):
     ak = enrol_node(agent, api)
     challenge = fetch_challenge(api)
@@ -418,7 +442,7 @@ def test_a_quote_not_bound_to_the_readings_sent_with_it_fails(fleet, agent, api)
         ("1,GPU-not-here,3,4,5,6,7\n", "are not GPUs of"),
         ("1,{gpu},3\n", "expected 7 fields"),
         ("1,{gpu},3,4,500,6,7\n", "util_gpu_pct"),
-        ("1,{gpu},3,4,5,6,7\n1,{gpu},4,4,5,6,7\n", "disagree"),
+        ("1,{gpu},3,4,5,6,7\n1,{gpu},3,4,5,6,7\n", "two readings at t_ms 1"),
     ],
 )
 def test_readings_no_quote_can_bind_are_refused_and_nothing_is_kept(

@@ -13,6 +13,7 @@ from ledger import money
 from ledger.contract.terms import DEPLOYED as RATE_CARD
 from scheduler import api as scheduler
 from scheduler.telemetry.sample import TelemetrySample as Sample
+from webapp.core.models import AuditEvent
 from webapp.fleet.models import Node
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
@@ -73,6 +74,11 @@ def test_unattested_gpus_are_never_placed(fleet, tenant):
     assert lease.state == states.REQUESTED and lease.reason.startswith("waiting:")
     data, _ = build_plan_input()
     assert not any(g["attested"] for g in data["gpus"])
+    # the reason is written by an action, audited once: a queue that waits on adds no rows
+    waiting = AuditEvent.objects.filter(action="lease.waiting", object_id=str(lease.pk))
+    assert [row.data["reason"] for row in waiting] == [lease.reason]
+    place_requested(actor=ACTOR)
+    assert waiting.count() == 1
 
 
 def test_higher_priority_preempts_and_the_preempted_lease_is_kept(fleet, tenant, attested_node):

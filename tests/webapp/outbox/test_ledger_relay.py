@@ -15,6 +15,7 @@ from tests.ledger.helpers import org_roots
 from tests.webapp import leases
 from tests.webapp.helpers import drawn, line
 from webapp.attestation.models import Attestation
+from webapp.core.models import AuditEvent
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
 from webapp.leasing.scheduling import next_lines, open_interval
@@ -44,7 +45,14 @@ def test_attestation_lease_and_settlement_reach_the_ledger(
     actions.settle_lease(lease, [interval], actor=ACTOR)
     relay_once(ledger)  # RecordAttestation (its readings), EndLease, then Settle, which waits
     assert relay_once(ledger) == {}, list(OutboxEntry.objects.values_list("function", "last_error"))
-    assert Settlement.objects.get(lease=lease).ledger_tx
+    settlement = Settlement.objects.get(lease=lease)
+    assert settlement.ledger_tx
+    (noted,) = AuditEvent.objects.filter(action="settlement.committed", object_id=settlement.pk)
+    assert noted.data["tx"] == settlement.ledger_tx and noted.actor == "ledger-relay"
+    recorded = AuditEvent.objects.filter(action="attestation.recorded")
+    assert recorded.filter(
+        object_id=attested_node.pk, data__ledger_id=attested_node.ledger_tx
+    ).exists()
     assert set(OutboxEntry.objects.values_list("status", flat=True)) == {OutboxEntry.DONE}
     on_chain = ledger.evaluate("GetSettlements", f'{{"lease_id": "{lease.ledger_id}"}}')
     assert [s["total_micro"] for s in json.loads(on_chain)] == [amount]
