@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('attestation', '0003_telemetrybatch'),
+        ('attestation', '0004_batch_readings_stored_once'),
         ('fleet', '0004_site_rates_from_the_rate_card'),
     ]
 
