@@ -257,11 +257,26 @@ class Pricer:
         up to the constant 1 / (MW_PER_W x WH_PER_KWH). energy x PUE x tariff, as `price`."""
         return pue * tariff_per_kwh / self.throughput(gen, precision, memory_bound)
 
+    def capacity_rate(
+        self,
+        gen: Generation,
+        precision: str,
+        capacity_micro_per_gpu_hour: int,
+        memory_bound: Decimal = COMPUTE_BOUND,
+    ) -> Decimal:
+        """The capacity part in the same search units as `rate` x a power key: a GPU held
+        for the work's runtime (work / TFLOPS_eff hours) at the hourly rate, in micro-units,
+        is MW_PER_W x WH_PER_KWH times the money, the constant `rate` leaves out."""
+        return Decimal(capacity_micro_per_gpu_hour) / self.throughput(gen, precision, memory_bound)
+
     @staticmethod
-    def search_cost(work: Decimal, power: Decimal | int, rate: Decimal) -> Decimal:
-        """The search's ranking key for a GPU set: per-GPU work x summed power keys x the
-        pool's rate. Proportional to the priced cost (same constant for every option)."""
-        return work * power * rate
+    def search_cost(
+        work: Decimal, power: Decimal | int, rate: Decimal, capacity: Decimal | int = 0
+    ) -> Decimal:
+        """The search's ranking key for a GPU set: per-GPU work x (summed power keys x the
+        pool's rate + the set's capacity rate, GPUs x `capacity_rate`). Proportional to what
+        the tenant pays, capacity plus energy (same constant for every option)."""
+        return work * (power * rate + capacity)
 
     def w_per_tflops(
         self, gen: Generation, precision: str, power_w: Decimal | None, memory_bound: Decimal
