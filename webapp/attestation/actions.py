@@ -29,6 +29,7 @@ from attest.readings import qualifying_data
 from attest.verdict import SEVERITY_ERROR, SEVERITY_INFO, ClockInfo
 from attest.verifier import verify_quote
 from ledger.contract.terms import reported_generation_mismatches
+from webapp.attestation import health
 from webapp.attestation import telemetry as node_telemetry
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
@@ -345,6 +346,7 @@ def record_quote(
             raise EnrolmentRefused(
                 [{"code": "telemetry_refused", "detail": str(refused)}]
             ) from None
+        health.record_boot(node, verdict.reasons)
         node.trust = Node.TRUSTED if verdict.valid else Node.FAILED
         if verdict.valid:
             node.last_good_attestation = attestation.created

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from ledger.money import MICRO_PER_UNIT
 from ledger.units import MJ_PER_J, MS_PER_S, MW_PER_W
+from webapp.attestation import health
 from webapp.dashboard import snapshot
 from webapp.fleet.models import GPU, Node, TelemetrySample
 from webapp.outbox.models import OutboxEntry
@@ -60,6 +61,17 @@ def _nodes() -> Iterator[Metric]:
     for name, at in active.values_list("name", "last_good_attestation"):
         last.add_metric([name], at.timestamp())
     yield last
+    why = GaugeMetricFamily(
+        "wattlease_node_not_attested",
+        "1 for each node that cannot be leased on now, labelled with why (the reason code its "
+        "page shows: an agent's report such as tpm_lockout, the last quote's failure, stale)",
+        labels=["node", "reason"],
+    )
+    for node in Node.objects.exclude(trust=Node.TRUSTED).exclude(status=Node.QUARANTINED):
+        reason = health.why_not_attested(node)
+        if reason is not None:
+            why.add_metric([node.name, reason["code"]], 1)
+    yield why
 
 
 def _latest_samples() -> list[dict]:

@@ -11,7 +11,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.attestation import actions
+from webapp.attestation import actions, health
 from webapp.attestation.api import serializers as s
 from webapp.attestation.api.authentication import IsNodeAgent, NodeCredentialAuthentication
 
@@ -130,3 +130,14 @@ class QuoteView(AgentView):
                 "reasons": attestation.reasons,
             }
         )
+
+
+@extend_schema(request=s.ReportSerializer, responses=dict)
+class ReportView(AgentView):
+    """The agent's word that it stopped: its TPM refused an authorisation it must not retry."""
+
+    serializer_class = s.ReportSerializer
+
+    def act(self, node, data, actor):
+        event = health.agent_reported(node, code=data["code"], detail=data["detail"], actor=actor)
+        return Response({"event": event.pk, "code": event.code})
