@@ -19,11 +19,11 @@ from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 
-from ledger.money import MICRO_PER_UNIT, MILLI_PER_UNIT, MJ_PER_KWH, MS_PER_HOUR
+from ledger.money import MICRO_PER_UNIT
+from ledger.units import MJ_PER_KWH, MS_PER_HOUR, MS_PER_S, datetime_of_ms, pue_of_milli
 
 register = template.Library()
 
-MS_PER_S = 1000
 S_PER_MIN = 60
 MIN_PER_HOUR = 60
 HOURS_PER_DAY = 24
@@ -148,7 +148,7 @@ def pue(milli: int | None) -> str:
     """A PUE in thousandths as the ratio people quote (1.12)."""
     if milli is None or milli == "":
         return "—"
-    return _grouped(Decimal(int(milli)) / MILLI_PER_UNIT, 2)
+    return _grouped(pue_of_milli(int(milli)), 2)
 
 
 def _as_datetime(value: datetime | int | None) -> datetime | None:
@@ -156,7 +156,7 @@ def _as_datetime(value: datetime | int | None) -> datetime | None:
         return None
     if isinstance(value, datetime):
         return value
-    return datetime.fromtimestamp(int(value) / MS_PER_S, tz=UTC)  # ms since the epoch
+    return datetime_of_ms(int(value))  # ms since the epoch
 
 
 def _zone(moment: datetime) -> str:

@@ -112,7 +112,9 @@
     node(d) {
       const n = d.node;
       rows("node-facts", [["site", n.site], ["status", w(n.status)], ["trust", w(n.trust)], ["PCR policy", n.policy],
-        ["last good quote", when(n.last_good_attestation)]], (r) => r);
+        ["last good quote", when(n.last_good_attestation)],
+        ["not attested because", n.not_attested ? `${n.not_attested.code}: ${n.not_attested.detail}` : "(attested)"]], (r) => r);
+      rows("events", d.events, (e) => [when(e.at), e.code, e.detail]);
       Plotly.react("chart-attestation", [{ type: "scatter", mode: "markers", x: d.timeline.t,
         y: d.timeline.valid.map((v) => (v ? "valid" : "failed")), text: d.timeline.reasons,
         marker: { color: d.timeline.valid.map((v) => (v ? "#1b6e32" : "#c0392b")), size: 9 } }],
