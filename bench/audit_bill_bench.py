@@ -22,10 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ledger_bench import HOUR_MS, setup, submit_all
 from chaincode_client.embedded import EmbeddedClient
-from ledger.audit.bill import audit_bill
+from ledger.audit.bill import BillVerdict, audit_bill
 from ledger.audit.receipt import export_receipt, export_roots
 from ledger.engine import EmbeddedLedger
-from tests.ledger.helpers import bill_line, lease_request, lease_terms, now_ms, settle_request
+from tests.ledger.helpers import (
+    bill_line,
+    bill_of,
+    lease_request,
+    lease_terms,
+    now_ms,
+    settle_request,
+)
 
 
 def _fn(entry: dict) -> str:
@@ -62,7 +69,7 @@ def build(args: argparse.Namespace, workdir: Path) -> tuple[dict, Path, Path]:
         tx_id = next(t["tx_id"] for t in receipt["transactions"] if _fn(t) == "Settle")
         bill_lines.append(bill_line(lines[uuid], tx_id))
     bill = workdir / "bill.json"
-    bill.write_text(json.dumps({"lines": bill_lines}))
+    bill.write_text(json.dumps(bill_of(bill_lines)))
     roots = workdir / "roots"
     export_roots(path, roots)
     return {"leases": len(gpus)}, bill, roots
@@ -78,10 +85,11 @@ def main() -> None:
     try:
         result, bill, roots = build(args, workdir)
         t0, cpu0 = time.perf_counter(), time.process_time()
-        verdicts = audit_bill(bill, workdir / "receipts", roots)
+        verdicts = audit_bill(bill, workdir / "receipts", roots, tenant="tenant-a")
         result["audit_s"] = round(time.perf_counter() - t0, 2)
         result["audit_cpu_s"] = round(time.process_time() - cpu0, 2)
-        result["lines_ok"] = sum(v.ok for v in verdicts)
+        result["lines_ok"] = sum(v.ok for v in verdicts if not isinstance(v, BillVerdict))
+        result["bill_ok"] = all(v.ok for v in verdicts)
         result["first_failure"] = next((str(v) for v in verdicts if not v.ok), None)
         print(json.dumps(result))
     finally:

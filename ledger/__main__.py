@@ -1,6 +1,7 @@
 """`python -m ledger verify --path DB` | `receipt --path DB --lease ID` |
 `verify-receipt FILE --trust ROOTS` (embedded or Fabric receipts) |
-`audit-bill BILL.json --receipts DIR --trust ROOTS [--readings DIR]` | `roots --path DB --out DIR`
+`audit-bill BILL.json --receipts DIR --trust ROOTS --tenant T [--readings DIR]` |
+`roots --path DB --out DIR`
 ROOTS: the channel's trust anchors, a roots file (`roots`, or `python -m
 chaincode_client.fabric_network roots`) or a folder of <MSPID>.pem."""
 
@@ -11,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from ledger.audit.bill import UnusableInput, audit_bill
+from ledger.audit.bill import BillVerdict, UnusableInput, audit_bill
 from ledger.audit.chain import verify_ledger
 from ledger.audit.receipt import export_receipt, export_roots, load_receipt
 from ledger.audit.receipt_trust import TrustError, load_trust
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     bill.add_argument("--receipts", type=Path, required=True, help="DIR of <lease>.json")
     bill.add_argument("--trust", type=Path, required=True, help="the channel's trust anchors")
     bill.add_argument("--readings", type=Path, help="DIR of <lease>/<seq>.csv readings")
+    bill.add_argument(
+        "--tenant", required=True, help="the tenant whose bill this is (its ledger id)"
+    )
     roots = sub.add_parser("roots", help="write this ledger's organisation CAs as <MSPID>.pem")
     roots.add_argument("--path", type=Path, required=True)
     roots.add_argument("--out", type=Path, required=True)
@@ -119,15 +123,16 @@ def main(argv: list[str] | None = None) -> int:
 def _audit_bill(ns: argparse.Namespace) -> int:
     """0: every line holds; 1: some line does not; 2: the inputs are unusable."""
     try:
-        verdicts = audit_bill(ns.bill, ns.receipts, ns.trust, ns.readings)
+        verdicts = audit_bill(ns.bill, ns.receipts, ns.trust, ns.readings, ns.tenant)
     except UnusableInput as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for verdict in verdicts:
         print(verdict)
-    failed = sum(1 for v in verdicts if not v.ok)
-    print(f"{len(verdicts) - failed} of {len(verdicts)} lines hold")
-    return 1 if failed else 0
+    lines = [v for v in verdicts if not isinstance(v, BillVerdict)]
+    failed = sum(1 for v in lines if not v.ok)
+    print(f"{len(lines) - failed} of {len(lines)} lines hold")
+    return 1 if failed or len(lines) < len(verdicts) else 0
 
 
 if __name__ == "__main__":

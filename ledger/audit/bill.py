@@ -1,5 +1,7 @@
 """`python -m ledger audit-bill`: re-derive every line of a tenant's bill from ledger receipts
-alone, with trust anchors the auditor brings.
+alone, with trust anchors the auditor brings, then check the bill as a whole (its tenant,
+total, completeness: ledger.audit.bill_whole). Every reason starts with its code
+(`[bill.field]`, ...: docs/threat-model.md).
 
 For each line of the bill (the `GET /api/bills/` document) the auditor needs the receipt of
 its lease (`DIR/<lease>.json`, as `GET /api/leases/<id>/receipt/` or `python -m ledger
@@ -36,9 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from attest import readings as telemetry
-from ledger.audit.receipt import attested_by, check_settlement, load_receipt, written_lines
-from ledger.audit.receipt_trust import TrustAnchors, TrustError, load_trust, transaction
+from ledger.audit.bill_whole import LeaseLines, bill_defects, lease_lines
+from ledger.audit.receipt import (
+    ReceiptTx,
+    attested_by,
+    check_settlement,
+    load_receipt,
+    written_lines,
+)
+from ledger.audit.receipt_trust import TrustAnchors, TrustError, load_trust, transactions
 from ledger.contract.attested_telemetry import mark_key
+from ledger.engine.tx import VALID
 
 # bill line field -> the ledger's settlement record field
 COMPARED = {
@@ -52,7 +62,7 @@ COMPARED = {
     "telemetry_digest": "telemetry_digest",
     "telemetry_batches": "telemetry_batches",
 }
-INTERVAL = (("start_ms", "start_ms"), ("end_ms", "end_ms"))
+INTERVAL = ("start_ms", "end_ms")
 # a lease's ledger id, as a file name of the receipts folder too (never a path)
 LEASE_ID = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,127}")
 
@@ -83,6 +93,13 @@ class LineVerdict:
         return f"{head} OK" if self.ok else f"{head} FAIL: " + "; ".join(self.reasons)
 
 
+class BillVerdict(LineVerdict):
+    """The verdict on the bill as a whole (ledger.audit.bill_whole)."""
+
+    def __str__(self) -> str:
+        return "bill: OK" if self.ok else "bill: FAIL: " + "; ".join(self.reasons)
+
+
 def trust_anchors(path: Path) -> TrustAnchors:
     """The auditor's trust anchors (ledger.audit.receipt_trust), or UnusableInput."""
     try:
@@ -91,13 +108,12 @@ def trust_anchors(path: Path) -> TrustAnchors:
         raise UnusableInput(f"--trust {path}: {exc}") from None
 
 
-def load_bill(path: Path) -> list[dict[str, Any]]:
+def load_bill(path: Path) -> dict[str, Any]:
     try:
         bill = json.loads(path.read_text())
-        lines = bill["lines"]
-        if not isinstance(lines, list):
+        if not isinstance(bill["lines"], list):
             raise TypeError("lines is not a list")
-        return lines
+        return bill
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UnusableInput(f"bill {path}: {exc}") from None
 
@@ -121,6 +137,7 @@ class Auditor:
         self.receipts, self.trust, self.readings = receipts, trust, readings
         self._checked: dict[str, tuple[dict[str, Any] | None, list[str]]] = {}
         self._attested: dict[str, set[str]] = {}
+        self._txs: dict[str, dict[str, ReceiptTx]] = {}
 
     def receipt(self, lease: str) -> tuple[dict[str, Any] | None, list[str]]:
         """The lease's receipt and what is wrong with it as a whole (cached per lease)."""
@@ -128,14 +145,43 @@ class Auditor:
             try:
                 receipt = self.receipts(lease)
             except (OSError, ValueError) as exc:
-                self._checked[lease] = (None, [f"no usable receipt of lease {lease}: {exc}"])
+                reason = f"[bill.no_receipt] no usable receipt of lease {lease}: {exc}"
+                self._checked[lease] = (None, [reason])
             else:
                 try:
                     problems = self.trust.verify(receipt)
                 except TrustError as exc:
                     problems = [str(exc)]
-                self._checked[lease] = (receipt, problems)
+                if isinstance(receipt, dict) and receipt.get("lease_id") != lease:
+                    problems.append(f"the receipt is of lease {receipt.get('lease_id')!r}")
+                self._checked[lease] = (receipt, [f"[bill.receipt] {p}" for p in problems])
         return self._checked[lease]
+
+    def transactions(self, lease: str) -> dict[str, ReceiptTx]:
+        """The transactions of the lease's receipt, once it verified (cached per lease)."""
+        if lease not in self._txs:
+            receipt, problems = self.receipt(lease)
+            self._txs[lease] = transactions(receipt) if receipt and not problems else {}
+        return self._txs[lease]
+
+    def lease_lines(self, lease: str) -> LeaseLines | None:
+        """The lease's tenant and lines as its verified receipt shows them, or None."""
+        receipt, problems = self.receipt(lease)
+        if receipt is None or problems:
+            return None
+        return lease_lines(lease, self.transactions(lease))
+
+    def bill(self, document: Any, tenant: str | None) -> list[str]:
+        """What is wrong with the bill as a whole (ledger.audit.bill_whole)."""
+        items = document.get("lines") if isinstance(document, dict) else None
+        leases = {
+            i["lease"]
+            for i in items or []
+            if isinstance(i, dict)
+            and isinstance(i.get("lease"), str)
+            and LEASE_ID.fullmatch(i["lease"])
+        }
+        return bill_defects(document, tenant, {lease: self.lease_lines(lease) for lease in leases})
 
     def line(self, item: Any) -> LineVerdict:
         shaped = item if isinstance(item, dict) else {}
@@ -152,36 +198,33 @@ class Auditor:
         verdict = LineVerdict(str(lease), seq if isinstance(seq, int) else -1)
         if not well_formed:
             verdict.reasons.append(
-                "not a bill line: it needs lease (a ledger id), seq (an integer >= 0), "
-                "interval and evidence (objects)"
+                "[bill.line_shape] not a bill line: it needs lease (a ledger id), seq (an "
+                "integer >= 0), interval and evidence (objects)"
             )
             return verdict
         receipt, problems = self.receipt(verdict.lease)
         verdict.reasons.extend(problems)
         if receipt is None or problems:
             return verdict
-        record, found = _settlement(receipt, verdict, item["evidence"].get("tx_id"))
+        tx_id = item["evidence"].get("tx_id")
+        record, found = _settlement(self.transactions(verdict.lease), verdict, tx_id)
         verdict.reasons.extend(found)
         if record is None:
             return verdict
-        interval = item["interval"]
-        view = {**item, "start_ms": interval.get("start_ms"), "end_ms": interval.get("end_ms")}
-        for name, ledger_name in (*COMPARED.items(), *INTERVAL):
-            mine, theirs = view.get(name), record.get(ledger_name)
-            if mine != theirs:
-                verdict.reasons.append(f"{name} {mine} differs from the ledger's {theirs}")
-        verdict.reasons.extend(self._unattested(verdict.lease, receipt, record))
+        verdict.reasons.extend(_differences(item, record, self.transactions(verdict.lease)[tx_id]))
+        verdict.reasons.extend(self._unattested(verdict.lease, record))
         if self.readings is not None:
-            verdict.reasons.extend(self._readings(verdict, record))
+            verdict.reasons.extend(f"[bill.readings] {r}" for r in self._readings(verdict, record))
         return verdict
 
-    def _unattested(self, lease: str, receipt: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    def _unattested(self, lease: str, record: dict[str, Any]) -> list[str]:
         """A reason for each batch the line cites that no valid quote in the receipt
         attested."""
         if lease not in self._attested:
-            self._attested[lease] = attested_marks(receipt)
+            self._attested[lease] = attested_marks(self.transactions(lease))
         return [
-            f"batch {b['digest'][:16]}... of GPU {b['gpu']}: no quote in the receipt attested it"
+            f"[bill.unattested] batch {b['digest'][:16]}... of GPU {b['gpu']}: no quote in the "
+            "receipt attested it"
             for b in record.get("telemetry_batches", [])
             if mark_key(b["gpu"], b["digest"]) not in self._attested[lease]
         ]
@@ -211,16 +254,12 @@ class Auditor:
         return out
 
 
-def attested_marks(receipt: dict[str, Any]) -> set[str]:
-    """The attested-telemetry keys written by RecordAttestations of the receipt that are
-    VALID, recorded the quote valid, and name themselves as the attesting quote."""
+def attested_marks(txs: dict[str, ReceiptTx]) -> set[str]:
+    """The attested-telemetry keys written by RecordAttestations of a verified receipt that
+    are VALID, recorded the quote valid, and name themselves as the attesting quote."""
     marks = set()
-    for entry in receipt.get("transactions", []):
-        tx_id = entry.get("tx_id") if isinstance(entry, dict) else None
-        if not isinstance(tx_id, str):
-            continue
-        tx = transaction(receipt, tx_id)
-        if tx is None or not tx.valid or tx.fn != "RecordAttestation":
+    for tx_id, tx in txs.items():
+        if not tx.valid or tx.fn != "RecordAttestation":
             continue
         try:
             marks |= attested_by(tx_id, tx.writes)
@@ -229,32 +268,63 @@ def attested_marks(receipt: dict[str, Any]) -> set[str]:
     return marks
 
 
+def _differences(item: dict[str, Any], record: dict[str, Any], tx: ReceiptTx) -> list[str]:
+    """Every figure of the line against the ledger's record: the amounts and interval always,
+    the rates, generation, block and validation code wherever the bill states them."""
+    interval, rates, evidence = item["interval"], item.get("rates"), item["evidence"]
+    pairs = [(name, item.get(name), record.get(theirs)) for name, theirs in COMPARED.items()]
+    pairs += [(f"interval.{name}", interval.get(name), record.get(name)) for name in INTERVAL]
+    if "generation" in item:
+        pairs.append(("generation", item["generation"], record.get("generation")))
+    if isinstance(rates, dict):
+        pairs += [(f"rates.{k}", v, record.get(k)) for k, v in sorted(rates.items())]
+    elif rates is not None:
+        pairs.append(("rates", rates, "an object"))
+    if evidence.get("block") is not None:
+        pairs.append(("evidence.block", evidence["block"], tx.at[0]))
+    if evidence.get("validation_code") is not None:
+        # the receipt proved the Settle valid (ledger.audit.validity): any other code is false
+        pairs.append(("evidence.validation_code", evidence["validation_code"], VALID))
+    return [
+        f"[bill.field] {name} {mine} differs from the ledger's {theirs}"
+        for name, mine, theirs in pairs
+        if mine != theirs or type(mine) is not type(theirs)
+    ]
+
+
 def _settlement(
-    receipt: dict[str, Any], verdict: LineVerdict, tx_id: Any
+    txs: dict[str, ReceiptTx], verdict: LineVerdict, tx_id: Any
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The settlement record the line's transaction wrote, re-derived from its terms."""
-    tx = transaction(receipt, tx_id) if isinstance(tx_id, str) else None
+    tx = txs.get(tx_id) if isinstance(tx_id, str) else None
     if tx is None:
-        return None, [f"the receipt has no transaction {tx_id!r}"]
+        return None, [f"[bill.not_settle] the receipt has no transaction {tx_id!r}"]
     where = f"tx {tx_id}"
     if not tx.valid or tx.fn != "Settle":
-        return None, [f"{where} is not a valid Settle"]
+        return None, [f"[bill.not_settle] {where} is not a valid Settle"]
     records = written_lines(tx.writes)
     if len(records) != 1:
-        return None, [f"{where} wrote no single bill line"]
+        return None, [f"[bill.not_settle] {where} wrote no single bill line"]
     record = records[0]
     if (record["lease_id"], record["interval_seq"]) != (verdict.lease, verdict.seq):
         return None, [
-            f"{where} settled {record['lease_id']} line {record['interval_seq']}, not this one"
+            f"[bill.other_line] {where} settled {record['lease_id']} line "
+            f"{record['interval_seq']}, not this one"
         ]
-    return record, check_settlement(where, tx.writes)
+    return record, [f"[bill.settlement] {d}" for d in check_settlement(where, tx.writes)]
 
 
 def audit_bill(
-    bill: Path, receipts: Path, trust: Path, readings: Path | None = None
+    bill: Path,
+    receipts: Path,
+    trust: Path,
+    readings: Path | None = None,
+    tenant: str | None = None,
 ) -> list[LineVerdict]:
-    """A verdict per bill line. Raises UnusableInput when the inputs cannot be read."""
-    lines = load_bill(bill)
+    """A verdict per bill line, then one on the bill as a whole when it does not hold (the
+    tenant named: `tenant`, else the one the bill names). Raises UnusableInput when the inputs
+    cannot be read."""
+    document = load_bill(bill)
     if not receipts.is_dir():
         raise UnusableInput(f"--receipts {receipts} is not a directory")
     auditor = Auditor(
@@ -262,4 +332,6 @@ def audit_bill(
         trust_anchors(trust),
         readings_files(readings) if readings is not None else None,
     )
-    return [auditor.line(item) for item in lines]
+    verdicts = [auditor.line(item) for item in document["lines"]]
+    whole = BillVerdict("bill", -1, auditor.bill(document, tenant))
+    return verdicts if whole.ok else [*verdicts, whole]

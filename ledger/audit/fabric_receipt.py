@@ -86,16 +86,18 @@ def check_fabric_receipt(receipt: Any, roots: TrustRoots) -> list[str]:
         return [f"receipt is malformed: {exc}"]
 
 
-def fabric_receipt_tx(receipt: dict[str, Any], tx_id: str) -> ReceiptTx | None:
-    """Transaction `tx_id` of a Fabric receipt that `check_fabric_receipt` passed, or None:
-    its function, whether its block marks it VALID, and what it wrote as endorsed."""
-    ref = next((r for r in _refs(receipt) if r.tx_id == tx_id), None)
-    if ref is None:
-        return None
-    block = parse_block(_blocks(receipt)[ref.block])
-    tx = parse_endorser_tx(block.envelopes[ref.index])
-    valid = block.validation_codes[ref.index] == VALID_CODE
-    return ReceiptTx(tx.fn.rsplit(":", 1)[-1], valid, tx.writes)
+def fabric_receipt_txs(receipt: dict[str, Any]) -> dict[str, ReceiptTx]:
+    """Every transaction of a Fabric receipt that `check_fabric_receipt` passed, by id: its
+    function, whether its block marks it VALID, what it wrote as endorsed, where it is."""
+    blocks = {n: parse_block(raw) for n, raw in _blocks(receipt).items()}
+    out = {}
+    for ref in _refs(receipt):
+        block = blocks[ref.block]
+        tx = parse_endorser_tx(block.envelopes[ref.index])
+        valid = block.validation_codes[ref.index] == VALID_CODE
+        fn = tx.fn.rsplit(":", 1)[-1]
+        out[ref.tx_id] = ReceiptTx(fn, valid, tx.writes, (ref.block, ref.index))
+    return out
 
 
 def _field(obj: Any, name: str, kind: type) -> Any:

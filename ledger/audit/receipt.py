@@ -238,17 +238,20 @@ class ReceiptTx:
     """One transaction as a receipt (of either backend) shows it: what an auditor reads."""
 
     fn: str  # the contract function, unqualified (`Settle`)
-    valid: bool  # the block marks it VALID
+    valid: bool  # the block marks it VALID (a claim the receipt's verifier proved)
     writes: dict[str, bytes | None]  # the contract's namespace: key -> value (None: deleted)
+    at: tuple[int, int] = (0, 0)  # (block, position in the block)
 
 
-def receipt_tx(receipt: dict[str, Any], tx_id: str) -> ReceiptTx | None:
-    """Transaction `tx_id` of an embedded receipt that `verify_receipt` passed, or None."""
+def receipt_txs(receipt: dict[str, Any]) -> dict[str, ReceiptTx]:
+    """Every transaction of an embedded receipt that `verify_receipt` passed, by id."""
+    out = {}
     for entry in receipt["transactions"]:
-        if entry["tx_id"] == tx_id:
-            tx = decode_envelope(entry["envelope"].encode())
-            return ReceiptTx(tx.proposal["fn"], entry["code"] == VALID, dict(tx.rwset.writes))
-    return None
+        tx = decode_envelope(entry["envelope"].encode())
+        at = (int(entry["block"]), int(entry["txnum"]))
+        valid = entry["code"] == VALID
+        out[entry["tx_id"]] = ReceiptTx(tx.proposal["fn"], valid, dict(tx.rwset.writes), at)
+    return out
 
 
 def load_receipt(path: Path) -> dict[str, Any]:

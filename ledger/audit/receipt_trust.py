@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ledger.audit.fabric_receipt import FORMAT as FABRIC_FORMAT
-from ledger.audit.fabric_receipt import check_fabric_receipt, fabric_receipt_tx
+from ledger.audit.fabric_receipt import check_fabric_receipt, fabric_receipt_txs
 from ledger.audit.fabric_trust import RootsError, TrustRoots, parse_roots
-from ledger.audit.receipt import ReceiptTx, receipt_tx, verify_receipt
+from ledger.audit.receipt import ReceiptTx, receipt_txs, verify_receipt
 from ledger.genesis import load_roots
 
 FABRIC_ROOTS_HINT = "a Fabric receipt needs the channel's roots file, orderers included"
@@ -55,6 +55,6 @@ def is_fabric(receipt: Any) -> bool:
     return isinstance(receipt, dict) and receipt.get("format") == FABRIC_FORMAT
 
 
-def transaction(receipt: dict[str, Any], tx_id: str) -> ReceiptTx | None:
-    """Transaction `tx_id` as a receipt that verified shows it, whatever its backend."""
-    return fabric_receipt_tx(receipt, tx_id) if is_fabric(receipt) else receipt_tx(receipt, tx_id)
+def transactions(receipt: dict[str, Any]) -> dict[str, ReceiptTx]:
+    """The transactions of a receipt that verified, by id, whatever its backend."""
+    return fabric_receipt_txs(receipt) if is_fabric(receipt) else receipt_txs(receipt)

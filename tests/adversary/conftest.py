@@ -14,6 +14,7 @@ The ledger is closed after building; tests export receipts from its file, never 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -29,13 +30,23 @@ from chaincode_client.embedded import EmbeddedClient
 from ledger.audit.receipt import export_receipt
 from ledger.engine import EmbeddedLedger
 from ledger.engine.endorser import make_proposal
-from tests.ledger.conftest import ORG1, NodeTpm, StepClock, swtpm_node
+from tests.ledger.conftest import (  # noqa: F401  (the contract attacks run on every backend)
+    ORG1,
+    NodeTpm,
+    StepClock,
+    boot_policy,
+    ledger_client,
+    ledger_env,
+    node_tpm,
+    swtpm_node,
+)
 from tests.ledger.helpers import (
     BOOT_POLICY,
     H100,
     approve_on_engine,
     attest,
     bill_line,
+    bill_of,
     js,
     lease_request,
     now_ms,
@@ -50,6 +61,7 @@ HOUR_MS = 3_600_000
 HALF_HOUR_MS = HOUR_MS // 2
 LINE_MJ = 1_800_000_000  # an hour at 500 W
 TENANT_A, TENANT_B = "tenant-a", "tenant-b"
+RATE_FIELDS = ("capacity_micro_per_gpu_hour", "pue_milli", "tariff_micro_per_kwh")
 
 
 @dataclass(frozen=True)
@@ -64,16 +76,8 @@ class Billed:
 
     def bill(self, tenant: str, leases: list[str]) -> dict[str, Any]:
         """The bill `GET /api/v1/bills/` serves the tenant (webapp.leasing.bills.bill)."""
-        items = [line for lease in leases for line in self.lines[lease]]
-        return {
-            "tenant": tenant,
-            "month": None,
-            "period": {"start_ms": None, "end_ms": None},
-            "as_of_ms": now_ms(),
-            "count": len(items),
-            "total_micro": sum(i["total_micro"] for i in items),
-            "lines": items,
-        }
+        lines = [copy.deepcopy(line) for lease in leases for line in self.lines[lease]]
+        return bill_of(lines, tenant)
 
 
 @pytest.fixture(scope="session")
@@ -114,7 +118,8 @@ def _story(
         )
         terms = json.loads(created.payload)["terms"]
         first = settle_request(lease, 0, terms, start, start + HOUR_MS, LINE_MJ)
-        out[lease] = [bill_line(first, client.submit("Settle", js(first)).tx_id)]
+        settled = client.submit("Settle", js(first))
+        out[lease] = [api_line(first, settled.tx_id, settled.block_number)]
     terms = json.loads(client.evaluate("GetLease", js({"lease_id": "L1"})))["terms"]
     # line 1 of L1 twice, endorsed on one state: the second is MVCC-invalid at commit
     second = [
@@ -125,9 +130,19 @@ def _story(
     futures = [ledger.order(e) for e in envelopes]
     results = [f.result() for f in futures]
     assert [r.code for r in results] == ["VALID", "MVCC_READ_CONFLICT"], results
-    out["L1"].append(bill_line(second[0], results[0].tx_id))
-    out["L1-conflicting"] = [bill_line(second[1], results[1].tx_id)]
+    out["L1"].append(api_line(second[0], results[0].tx_id, results[0].block_number))
+    out["L1-conflicting"] = [api_line(second[1], results[1].tx_id, results[1].block_number)]
     return out
+
+
+def api_line(request: dict[str, Any], tx_id: str, block: int) -> dict[str, Any]:
+    """A bill line as the API serves it (webapp.leasing.bills.line): the fields audit-bill
+    compares, with the rates, generation, block and validation code beside them."""
+    line = bill_line(request, tx_id)
+    line["generation"] = H100
+    line["rates"] = {k: request[k] for k in RATE_FIELDS}
+    line["evidence"].update(block=block, validation_code="VALID")
+    return line
 
 
 def _proposal(

@@ -68,10 +68,11 @@ def test_a_relabelled_mvcc_conflict_fails_verify_receipt_and_audit_bill(billed, 
     check = _cli("verify-receipt", str(tmp_path / "L1.json"), "--roots", str(roots))
     assert check.returncode == 1 and MVCC in check.stdout, check.stdout + check.stderr
     # 30 minutes billed twice: each line of the lease fails on its receipt
-    verdicts = audit_bill(bill, receipts, roots)
+    verdicts = audit_bill(bill, receipts, roots, tenant=TENANT_A)
     assert [v.ok for v in verdicts if v.seq >= 0] == [False, False, False]
     assert all(any(MVCC in r for r in v.reasons) for v in verdicts if v.seq >= 0)
-    audit = _cli("audit-bill", str(bill), "--receipts", str(receipts), "--trust", str(roots))
+    command = ["audit-bill", str(bill), "--receipts", str(receipts), "--trust", str(roots)]
+    audit = _cli(*command, "--tenant", TENANT_A)
     assert audit.returncode == 1 and MVCC in audit.stdout, audit.stdout + audit.stderr
 
 

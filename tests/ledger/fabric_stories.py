@@ -82,6 +82,7 @@ def lease_story(
         "attestation_ids": [attest[0]],
         "migrations": [],
         "status": "ACTIVE",
+        "tenant": "tenant-a",
         "terms": TERMS,
     }
     lease.update(create)

@@ -240,6 +240,20 @@ def bill_line(request: dict[str, Any], tx_id: str) -> dict[str, Any]:
     }
 
 
+def bill_of(lines: list[dict[str, Any]], tenant: str = "tenant-a") -> dict[str, Any]:
+    """A bill of `lines` as `GET /api/v1/bills/` serves one (webapp.leasing.bills.bill): every
+    line the ledger recorded until now, whatever its month."""
+    return {
+        "tenant": tenant,
+        "month": None,
+        "period": {"start_ms": None, "end_ms": None},
+        "as_of_ms": now_ms(),
+        "count": len(lines),
+        "total_micro": sum(line["total_micro"] for line in lines),
+        "lines": lines,
+    }
+
+
 def org_roots(ledger_path: Path) -> dict[str, bytes]:
     """Each organisation's CA certificate, read from that organisation's own key folder (as an
     auditor would get it from the organisation), not from a receipt or the genesis block."""

@@ -45,7 +45,7 @@ def run_audit(
     (folder / "roots.pem").write_text(roots)
     command = [sys.executable, "-m", "ledger", "audit-bill", str(folder / "bill.json")]
     command += ["--receipts", str(evidence.receipts), "--trust", str(folder / "roots.pem")]
-    command += ["--readings", str(evidence.readings)]
+    command += ["--readings", str(evidence.readings), "--tenant", evidence.bill["tenant"]]
     done = subprocess.run(command, capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr
 
@@ -69,7 +69,7 @@ def audit_holds_and_fails_on_each_edit(
     forged = json.loads(json.dumps(evidence.bill))
     forged["lines"][-1]["total_micro"] += 1
     code, out = run_audit(folder, evidence, roots, forged)
-    assert code == 1 and f"{name(lines[-1])}: FAIL: total_micro" in out, out
+    assert code == 1 and f"{name(lines[-1])}: FAIL: [bill.field] total_micro" in out, out
     assert all(f"{name(other)}: OK" in out for other in lines[:-1]), out
 
     path = evidence.readings / lines[0]["lease"] / f"{lines[0]['seq']}.csv"
@@ -78,7 +78,7 @@ def audit_holds_and_fails_on_each_edit(
     fields[2] = str(int(fields[2]) + 1)  # one energy counter reading
     path.write_text("\n".join([*rows[:-1], ",".join(fields)]) + "\n")
     code, out = run_audit(folder, evidence, roots)
-    assert code == 1 and f"{name(lines[0])}: FAIL: readings hash to" in out, out
+    assert code == 1 and f"{name(lines[0])}: FAIL: [bill.readings] readings hash to" in out, out
     assert all(f"{name(other)}: OK" in out for other in lines[1:]), out
     path.write_text("".join(r + "\n" for r in rows))
 
@@ -91,7 +91,7 @@ def audit_holds_and_fails_on_each_edit(
     doc["transactions"] = [t for t in doc["transactions"] if t["tx_id"] not in quotes]
     receipt.write_text(json.dumps(doc))
     code, out = run_audit(folder, evidence, roots)
-    assert code == 1 and f"{name(lines[0])}: FAIL: batch " in out, out
+    assert code == 1 and f"{name(lines[0])}: FAIL: [bill.unattested] batch " in out, out
     assert "no quote in the receipt attested it" in out, out
     receipt.write_text(whole)
 

@@ -21,7 +21,7 @@ from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt
 
 AUDIT_COMMAND = (
     "wattlease ledger audit-bill BILL.json --receipts RECEIPTS --trust ROOTS.pem "
-    "--readings READINGS"
+    "--tenant TENANT --readings READINGS"
 )
 VERIFIED, FAILED, PENDING, UNCHECKED = "verified", "failed", "pending", "unchecked"
 

@@ -157,6 +157,7 @@ class BillViewSet(viewsets.ViewSet):
     def list(self, request):
         lines = restrict_to_tenant(Settlement.objects.all(), request.user)
         try:
-            return Response(bills.bill(lines, request.query_params.get("month")))
+            month = request.query_params.get("month")
+            return Response(bills.bill(lines, month, request.user.tenant.slug))
         except bills.BillError as exc:
             raise ValidationError({"month": str(exc)}) from None
