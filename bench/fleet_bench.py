@@ -64,7 +64,7 @@ HTTP_OK = 200
 MS_PER_S = 1000
 S_PER_HOUR = 3600
 S_PER_DAY = 86_400
-READY_S = 120.0
+READY_S = 300.0  # gunicorn boots in minutes on a loaded shared machine
 IDLE_W = 60
 
 
