@@ -69,7 +69,8 @@ def data(request: HttpRequest, name: str) -> JsonResponse:
 def node_page(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
     context = _context("node", _("Node %(name)s") % {"name": node.name})
-    return render(request, "dashboard/ops_node.html", {**context, "node": node})
+    events = node.events.all()[: nodes.MAX_EVENTS_SHOWN]
+    return render(request, "dashboard/ops_node.html", {**context, "node": node, "events": events})
 
 
 @staff_member_required

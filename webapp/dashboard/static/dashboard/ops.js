@@ -20,7 +20,7 @@
   const S = JSON.parse(document.getElementById("strings").textContent);
   const t = (text) => S.text[text] || text;
   const w = (code) => (code === null || code === undefined ? "—" : S.words[code] || String(code).replace(/_/g, " "));
-  const zoned = new Intl.DateTimeFormat(S.lang, { dateStyle: "short", timeStyle: "medium", timeZoneName: "short" });
+  const zoned = new Intl.DateTimeFormat(S.lang, { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
   const when = (v) => (v === null || v === undefined || v === "" ? "—" : zoned.format(new Date(v)));
   const time = (ms) => new Date(ms);
   const times = (list) => list.map(time);
@@ -112,7 +112,9 @@
     node(d) {
       const n = d.node;
       rows("node-facts", [["site", n.site], ["status", w(n.status)], ["trust", w(n.trust)], ["PCR policy", n.policy],
-        ["last good quote", when(n.last_good_attestation)]], (r) => r);
+        ["last good quote", when(n.last_good_attestation)],
+        ["not attested because", n.not_attested ? `${n.not_attested.code}: ${n.not_attested.detail}` : "(attested)"]], (r) => r);
+      rows("events", d.events, (e) => [when(e.at), e.code, e.detail]);
       Plotly.react("chart-attestation", [{ type: "scatter", mode: "markers", x: d.timeline.t,
         y: d.timeline.valid.map((v) => (v ? "valid" : "failed")), text: d.timeline.reasons,
         marker: { color: d.timeline.valid.map((v) => (v ? "#1b6e32" : "#c0392b")), size: 9 } }],
