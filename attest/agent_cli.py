@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from attest.policy import DEFAULT_SELECTION
+
 DEFAULT_TCTI = os.environ.get("ATTEST_TCTI", "device:/dev/tpmrm0")
 DEFAULT_INTERVAL_S = 60.0  # between quotes, when neither --interval nor the server says
 EXIT_REFUSED = 3  # the TPM refused an authorisation: reported, never retried
@@ -173,7 +175,7 @@ def add_agent_parser(sub: argparse._SubParsersAction) -> None:
     act.set_defaults(func=_tpm_errors(cmd_activate))
     quote = cmds.add_parser("quote", help="quote PCRs with the verifier's nonce")
     quote.add_argument("--nonce", required=True, help="hex")
-    quote.add_argument("--pcrs", default="sha256:0,2,7")
+    quote.add_argument("--pcrs", default=DEFAULT_SELECTION)
     quote.set_defaults(func=_tpm_errors(cmd_quote))
     run = cmds.add_parser("run", help="enrol with a Wattlease server, then answer challenges")
     run.add_argument("--server", required=True, help="e.g. https://wattlease.example")

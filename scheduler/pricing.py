@@ -41,7 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from ledger.money import MJ_PER_KWH, from_micro
+from ledger.money import from_micro
+from ledger.units import MJ_PER_KWH, MW_PER_W  # the search ranks GPUs by power in integer mW
 from scheduler.catalogue import Catalogue, CatalogueError, Generation
 
 REFERENCE_PRECISION = "FP16"
@@ -53,7 +54,6 @@ MONEY_QUANTUM = from_micro(1)  # currency units: one of the ledger's micro-units
 ENERGY_QUANTUM_KWH = Decimal("0.000001")  # displayed energy: 1 mWh
 RATE_QUANTUM = Decimal("0.0001")  # displayed coefficients, derating, W/TFLOPS
 WH_PER_KWH = Decimal(1000)
-MW_PER_W = 1000  # the search ranks GPUs by attributed power in integer milliwatts
 MAX_POWER_W = Decimal(5000)  # a measured draw above this is a broken sensor, not a GPU
 MIN_PUE = Decimal(1)
 MAX_PUE = Decimal(5)

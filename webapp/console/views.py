@@ -91,8 +91,8 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "ledger_steps": story.STEP_WRITES,
         "nodes": story.node_quotes(lease),
         "generations": Generation.objects.order_by("catalogue_id"),
-        "can_end": lease.state == states.ACTIVE,
-        "can_cancel": lease.state in (states.REQUESTED, states.PLACED),
+        "can_end": lease.state in states.ENDABLE,
+        "can_cancel": lease.state in states.CANCELLABLE,
         "bill": bill_lines.bill(lease.settlements.all(), tenant=lease.tenant.slug),
     }
     bill_audit.add_verdicts(context["bill"]["lines"])

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.db.models import Count, F, Sum
 
+from ledger.units import MW_PER_W
 from webapp.attestation import health
 from webapp.attestation.models import Attestation
 from webapp.dashboard.ranges import Range
@@ -104,5 +105,5 @@ def _power(node: Node, rng: Range, since: int, until: int) -> dict[str, list]:
         .annotate(p=total, n=count)
         .order_by("b")
     )
-    points = [(r["b"], round(r["p"] / r["n"] / 1000, 1)) for r in buckets if r["n"]]
+    points = [(r["b"], round(r["p"] / r["n"] / MW_PER_W, 1)) for r in buckets if r["n"]]
     return {"t": [t for t, _ in points], "watts": [w for _, w in points]}

@@ -25,6 +25,7 @@ from attest.agent.http import AgentApi, enrol
 from attest.agent.supervise import AgentLoop
 from attest.agent.tpm import Agent, AkKey
 from attest.clock import is_power_loss
+from attest.policy import DEFAULT_SELECTION
 from attest.readings import row_text
 from attest.swtpm import DEMO_DA_PARAMETERS, LocalCA, Swtpm, start_node_tpm
 from scheduler.telemetry.sample import CSV_FIELDS
@@ -37,7 +38,6 @@ log = logging.getLogger("wattlease.demo.agents")
 SERVER_WAIT_S = 60.0
 TAMPERED_NODE_INDEX = -1  # the last demo node
 TAMPER_EVENT = b"demo: Secure Boot disabled"
-POLICY_PCRS = "sha256:0,2,7"
 STOP_WAIT_S = 3.0
 AK_STATE_FILE = "agent-ak.json"  # the AK's public and TPM-wrapped private part
 MAX_READINGS_PER_QUOTE = 10_000  # ~600 KB, under the agent API's limit; the rest goes next
@@ -115,7 +115,7 @@ class DemoAgents:
     def _record_golden_values(self, policy: PcrPolicy, reference: Node) -> None:
         """Golden values come from a reference machine, as an operator would take them."""
         with Agent(self.tpms[reference.name].tcti) as agent:
-            values = agent.read_pcrs(POLICY_PCRS)["sha256"]
+            values = agent.read_pcrs(DEFAULT_SELECTION)["sha256"]
         policy.pcrs = {"sha256": {str(i): v.hex() for i, v in values.items()}}
         policy.save()
 

@@ -29,7 +29,7 @@ from ledger.contract.terms import (
     RateCard,
     approved_rate_card,
 )
-from ledger.money import MILLI_PER_UNIT
+from ledger.units import pue_of_milli
 from scheduler.catalogue import Catalogue, load_catalogue, parse_catalogue
 from webapp.outbox.ledger import approved_policy
 
@@ -70,7 +70,7 @@ def site_rates(name: str, card: RateCard | None = None) -> tuple[Decimal, int] |
     names `name`, or None when it prices no such site."""
     for site in (card or in_force().card).sites.values():
         if site["name"] == name:
-            return Decimal(site["pue_milli"]) / MILLI_PER_UNIT, site["tariff_micro_per_kwh"]
+            return pue_of_milli(site["pue_milli"]), site["tariff_micro_per_kwh"]
     return None
 
 

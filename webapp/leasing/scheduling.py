@@ -16,8 +16,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger.money import MS_PER_HOUR, from_micro
+from ledger.money import from_micro
+from ledger.units import ms_of
 from scheduler import api as scheduler
+from scheduler.inputs import measured_power_w, remaining_hours
 from webapp.attestation.models import Attestation
 from webapp.attestation.telemetry import attested_batches, attested_through
 from webapp.fleet import rate_card
@@ -30,7 +32,6 @@ from webapp.leasing.models import Lease
 log = logging.getLogger(__name__)
 
 PREVIEW_JOB_ID = "preview"
-LOADED_UTIL_PCT = 50  # only a reading under load tells what the GPU draws when working
 
 
 def _attested_nodes() -> dict[int, Attestation]:
@@ -110,8 +111,9 @@ def build_plan_input(
         sample = latest.get(gpu.uuid)
         if sample is not None:
             entry["temp_c"] = sample.temp_c
-            if sample.util_gpu_pct >= LOADED_UTIL_PCT and sample.power_mw > 0:
-                entry["power_w"] = str(Decimal(sample.power_mw) / 1000)
+            power_w = measured_power_w(sample.util_gpu_pct, sample.power_mw)
+            if power_w is not None:
+                entry["power_w"] = str(power_w)
         gpus.append(entry)
     if unpriced:
         log.warning("GPUs left out of planning, the rate card prices no %s", sorted(unpriced))
@@ -122,7 +124,7 @@ def build_plan_input(
             "priority": effective_priority(lease),
         }
         for pk, lease in holding.items()
-        if lease.state in (states.PLACED, states.ACTIVE)
+        if lease.state in states.PREEMPTIBLE
     ]
     jobs = [
         job_entry(
@@ -152,7 +154,7 @@ def _terms(
     it runs on."""
     return {
         "price": placement.price.as_dict(),
-        "terms": placement.lease_terms(int(start.timestamp() * 1000)),
+        "terms": placement.lease_terms(ms_of(start)),
         "attestations": sorted({attested[g.node_id] for g in gpus}, key=lambda a: a.pk),
     }
 
@@ -294,7 +296,7 @@ def settle_closed(*, actor: str) -> int:
     many leases were settled to their end."""
     done = 0
     closing = Q(
-        state__in=(states.ENDING, states.PREEMPTED, states.FAILED),
+        state__in=states.AWAITING_SETTLEMENT,
         started__isnull=False,
         ended__isnull=False,
     )
@@ -343,10 +345,8 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     states.check_migration(lease.pk, lease.state)  # before reading its running interval
     rates = rate_card.in_force()
     data, attested = build_plan_input(rates)
-    elapsed_h = Decimal((timezone.now() - lease.interval_started).total_seconds()) / 3600
-    planned_h = Decimal(lease.terms["planned_ms"]) / MS_PER_HOUR
-    done = min(Decimal(1), elapsed_h / planned_h) if planned_h > 0 else Decimal(1)
-    remaining = max(Decimal("0.01"), (lease.hours * (1 - done)).quantize(Decimal("0.01")))
+    elapsed_ms = ms_of(timezone.now()) - ms_of(lease.interval_started)
+    remaining = remaining_hours(lease.hours, elapsed_ms, lease.terms["planned_ms"])
     data["gpus"] = [g for g in data["gpus"] if g["generation"] == generation]
     data["leases"] = []  # a migration never preempts anyone
     data["jobs"] = [

@@ -23,11 +23,8 @@ def b64(data: bytes) -> str:
 
 
 def selection_of(node) -> str:
-    """The node's policy PCRs in tpm2-tools' syntax (sha256:0,2,7)."""
-    selection = actions.policy_of(node).selection
-    return "+".join(
-        f"{bank}:{','.join(map(str, sorted(pcrs)))}" for bank, pcrs in selection.items()
-    )
+    """The node's policy PCRs in tpm2-tools' syntax (attest.policy.selection_text)."""
+    return actions.policy_of(node).selection_text()
 
 
 class AgentView(APIView):
