@@ -26,7 +26,7 @@ from attest.nonces import NonceRecord, NonceRegistry
 from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
 from attest.readings import qualifying_data
-from attest.verdict import SEVERITY_ERROR, SEVERITY_INFO, ClockInfo
+from attest.verdict import SEVERITY_ERROR, SEVERITY_INFO
 from attest.verifier import verify_quote
 from ledger.contract.terms import reported_generation_mismatches
 from webapp.attestation import health
@@ -247,7 +247,7 @@ def _register(node: Node, session: EnrolmentSession, reported: InventoryQuote, a
     node.trust = Node.UNKNOWN
     node.last_good_attestation = None
     node.save()
-    audit(actor, "node.enrolled", node, ak_name=node.ak_name, ek_name=node.ek_name)
+    audit(actor, health.ENROLLED_ACTION, node, ak_name=node.ak_name, ek_name=node.ek_name)
     node_registered(
         node,
         ek_public=bytes(session.ek_public),
@@ -315,7 +315,7 @@ def record_quote(
     with transaction.atomic():
         node = Node.objects.select_for_update().select_related("pcr_policy").get(pk=node.pk)
         check = registry().consume(nonce, node.name)
-        previous = node.attestations.filter(valid=True).exclude(clock={}).first()
+        previous = health.recorded_clock(node)
         verdict = verify_quote(
             ak_public=bytes(node.ak_public or b""),
             quote=quote,
@@ -323,7 +323,7 @@ def record_quote(
             pcr_values=pcr_values,
             nonce=qualifying_data(nonce, digests),
             policy=policy_of(node),
-            previous_clock=ClockInfo.from_dict(previous.clock) if previous else None,
+            previous_clock=previous,
         )
         if not check.ok:
             verdict.add(check.code, check.detail)
