@@ -88,12 +88,37 @@ def check_sequence(lease: dict[str, Any], req: dict[str, Any], now_ns: int) -> N
         raise ContractError(f"[settle.gap] {where}: start_ms {start} > billed until {until}")
     if end < start:
         raise ContractError(f"[settle.interval] {where}: end_ms {end} < start_ms {start}")
-    limit_ns = lease.get("ended_ns", now_ns)
+    limit_ns = _ended_ns(lease) if "ended_ns" in lease else now_ns
     if end * NS_PER_MS > limit_ns:
         raise ContractError(
             f"[settle.outside] {where}: end_ms {end} is after "
             f"{'its end' if 'ended_ns' in lease else 'the ledger clock'} ({limit_ns // NS_PER_MS})"
         )
+
+
+def _ended_ns(lease: dict[str, Any]) -> int:
+    """When an ended lease let its GPUs go: its end_ms (EndLease), else its EndLease's time."""
+    ended_ms = lease.get("ended_ms")
+    return lease["ended_ns"] if ended_ms is None else ended_ms * NS_PER_MS
+
+
+def end_of(lease: dict[str, Any], req: dict[str, Any], now_ns: int) -> int:
+    """EndLease's end (ms): when the lease let its GPUs go, so the time until then stays
+    the lease's (billed or billable) and no other lease may claim it
+    (ledger.contract.rules.check_free). Given, it is the web app's end of the lease, within
+    [what the lease billed or its current terms start, the ledger's clock]; else the clock."""
+    floor = max(lease["billing"]["billed_until_ms"], lease["terms"]["start_ms"])
+    now_ms = now_ns // NS_PER_MS
+    if "end_ms" not in req:
+        return max(now_ms, floor)
+    end_ms = args.integer(req, "end_ms", 0, args.MAX_INT)
+    if not floor <= end_ms <= now_ms:
+        raise ContractError(
+            f"[lease.end] end_ms {end_ms} of lease {lease['lease_id']} is not within "
+            f"[{floor}, {now_ms}]: not before what it billed or its terms' start, not after "
+            "the ledger's clock"
+        )
+    return end_ms
 
 
 def check_measurement(terms: dict[str, Any], board_power_w: int, req: dict[str, Any]) -> None:

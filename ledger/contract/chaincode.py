@@ -189,7 +189,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
                 return _out(existing)  # a retried submission: same answer, nothing written
             raise ContractError(f"[lease.exists] lease {lease_id} already exists with other terms")
         now = tx_time_ns(stub)
-        gpus = await rules.claimable(stub, gpu_ids, att_ids, now)
+        gpus = await rules.claimable(stub, gpu_ids, att_ids, now, asked_terms["start_ms"])
         card = await lease_terms.rate_card(stub)
         terms = lease_terms.check_terms(asked_terms, gpus, card, now // billing.NS_PER_MS)
         lease = {
@@ -212,7 +212,9 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         return _out(lease)
 
     async def EndLease(self, ctx: TransactionContext, request: str) -> str:
-        """{lease_id}"""
+        """{lease_id, end_ms (optional; default the ledger's clock)}: the lease ends and lets
+        its GPUs go at end_ms, when the web app ended it (its final line ends there). Not
+        before what is billed or the lease's start, not after the endorsers' clock."""
         req = args.load_object(request)
         stub = ctx.get_stub()
         lease_id = args.identifier(req, "lease_id")
@@ -221,9 +223,10 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
             rules.require_org(ctx, ended["org"], f"lease {lease_id}")
             return _out(ended)  # ending twice is a retry: same answer, nothing written
         lease = await rules.active_lease(ctx, lease_id)
-        for gpu in lease["gpus"]:
-            await stub.delete_state(GPU_LEASE + gpu["uuid"])
-        lease.update(status=ENDED, ended_tx=stub.get_txid(), ended_ns=tx_time_ns(stub))
+        now = tx_time_ns(stub)
+        end_ms = billing.end_of(lease, req, now)
+        await rules.release(stub, lease_id, lease["gpus"], end_ms)
+        lease.update(status=ENDED, ended_tx=stub.get_txid(), ended_ns=now, ended_ms=end_ms)
         await put_json(stub, LEASE + lease["lease_id"], lease)
         stub.set_event("LeaseEnded", dumps({"lease_id": lease["lease_id"]}))
         return _out(lease)
@@ -245,7 +248,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         ):
             return _out(lease)  # already moved there: a retried submission, nothing written
         now = tx_time_ns(stub)
-        gpus = await rules.claimable(stub, gpu_ids, att_ids, now)
+        gpus = await rules.claimable(stub, gpu_ids, att_ids, now, asked_terms["start_ms"])
         old_generations = {g["generation"] for g in lease["gpus"]}
         same = [g["uuid"] for g in gpus if g["generation"] in old_generations]
         if same:
@@ -261,8 +264,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
                 f"[terms.start] the move at {terms['start_ms']} precedes what is already "
                 f"billed or priced (until {floor})"
             )
-        for gpu in lease["gpus"]:
-            await stub.delete_state(GPU_LEASE + gpu["uuid"])
+        await rules.release(stub, lease["lease_id"], lease["gpus"], terms["start_ms"])
         await rules.claim(stub, lease["lease_id"], gpus)
         lease["migrations"].append(
             {

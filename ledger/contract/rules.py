@@ -89,31 +89,44 @@ async def active_lease(ctx: TransactionContext, lease_id: str) -> dict[str, Any]
 
 
 async def claimable(
-    stub: Any, gpu_ids: list[str], att_ids: list[str], now_ns: int
+    stub: Any, gpu_ids: list[str], att_ids: list[str], now_ns: int, start_ms: int
 ) -> list[dict[str, str]]:
-    """The GPUs, if each is registered, free, and its node has a good, fresh attestation
-    among att_ids; reading gpulease:{uuid} puts it in the read set, so of two concurrent
-    leases of one GPU the second fails MVCC validation."""
+    """The GPUs, if each is registered, free from `start_ms` on, and its node has a good,
+    fresh attestation among att_ids; reading gpulease:{uuid} puts it in the read set, so of
+    two concurrent leases of one GPU the second fails MVCC validation."""
     atts = {}
     for att_id in att_ids:
         record = await get_json(stub, ATTESTATION + att_id)
         if record is None:
-            raise ContractError(f"[attest.unknown] attestation {att_id} does not exist")
+            raise ContractError(f"[lease.attestation] attestation {att_id} does not exist")
         atts[att_id] = record
     gpus, nodes = [], {}
     for uuid in gpu_ids:
         gpu = await get_json(stub, GPU + uuid)
         if gpu is None:
-            raise ContractError(f"[gpu.unknown] GPU {uuid} is not registered")
-        holder = await get_json(stub, GPU_LEASE + uuid)
-        if holder is not None:
-            raise ContractError(f"[gpu.busy] GPU {uuid} is in active lease {holder['lease_id']}")
+            raise ContractError(f"[gpu.unregistered] GPU {uuid} is not registered")
+        check_free(uuid, await get_json(stub, GPU_LEASE + uuid), start_ms)
         node_id = gpu["node_id"]
         if node_id not in nodes:
             nodes[node_id] = await load_node(stub, node_id)
             require_attested(nodes[node_id], atts.values(), now_ns)
         gpus.append({"uuid": uuid, "generation": gpu["generation"], "node_id": node_id})
     return gpus
+
+
+def check_free(uuid: str, holder: dict[str, Any] | None, start_ms: int) -> None:
+    """GPU time is sold once: a GPU in a lease is not claimable, and a released one only from
+    the moment its last lease let it go (time that lease held and may bill), however far
+    back the relay's outage tolerance (terms.MAX_BACKDATE_MS) would reach."""
+    if holder is None:
+        return  # never leased: no lease held any of its time
+    if "lease_id" in holder:
+        raise ContractError(f"[gpu.leased] GPU {uuid} is in active lease {holder['lease_id']}")
+    if start_ms < holder["released_ms"]:
+        raise ContractError(
+            f"[gpu.time_held] GPU {uuid} was held by lease {holder['last_lease']} until "
+            f"{holder['released_ms']}; a claim from {start_ms} would sell that time again"
+        )
 
 
 def require_attested(node: dict[str, Any], atts: Any, now_ns: int) -> None:
@@ -137,8 +150,8 @@ def require_attested(node: dict[str, Any], atts: Any, now_ns: int) -> None:
         else:
             return
     raise ContractError(
-        f"[node.unattested] node {node['node_id']} has no good attestation within its policy's age"
-        + (f": {'; '.join(reasons)}" if reasons else " among attestation_ids")
+        f"[lease.attestation] node {node['node_id']} has no good attestation within its "
+        "policy's age" + (f": {'; '.join(reasons)}" if reasons else " among attestation_ids")
     )
 
 
@@ -147,3 +160,10 @@ async def claim(stub: Any, lease_id: str, gpus: list[dict[str, str]]) -> None:
         await put_json(stub, GPU_LEASE + gpu["uuid"], {"lease_id": lease_id})
     for node_id in sorted({g["node_id"] for g in gpus}):
         await stub.put_state(stub.create_composite_key(NODE_LEASE, [node_id, lease_id]), b"\x00")
+
+
+async def release(stub: Any, lease_id: str, gpus: list[dict[str, str]], released_ms: int) -> None:
+    """The lease lets its GPUs go at `released_ms`: their time before it stays the lease's."""
+    for gpu in gpus:
+        record = {"released_ms": released_ms, "last_lease": lease_id}
+        await put_json(stub, GPU_LEASE + gpu["uuid"], record)

@@ -14,7 +14,9 @@ from ledger.canonical import dumps, loads
 
 NODE = "node:"  # node:{node_id} -> node record (AK, GPUs, policy, org, revoked)
 GPU = "gpu:"  # gpu:{uuid} -> {node_id, generation}
-GPU_LEASE = "gpulease:"  # gpulease:{uuid} -> {lease_id}; present only while leased
+# gpulease:{uuid} -> {lease_id} while leased; once released {released_ms, last_lease}: the GPU's
+# time up to released_ms was held (and may be billed) by that lease, so no other claims it
+GPU_LEASE = "gpulease:"
 CLOCK = "clock:"  # clock:{node_id} -> the TPM clock of the node's last good quote
 ATTESTATION = "att:"  # att:{tx_id} -> attestation record with the verdict
 NONCE = "nonce:"  # nonce:{hex} -> attestation id; a nonce is accepted once, ever

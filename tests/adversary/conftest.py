@@ -30,7 +30,16 @@ from chaincode_client.embedded import EmbeddedClient
 from ledger.audit.receipt import export_receipt
 from ledger.engine import EmbeddedLedger
 from ledger.engine.endorser import make_proposal
-from tests.ledger.conftest import ORG1, NodeTpm, StepClock, swtpm_node
+from tests.ledger.conftest import (  # noqa: F401  (the contract attacks run on every backend)
+    ORG1,
+    NodeTpm,
+    StepClock,
+    boot_policy,
+    ledger_client,
+    ledger_env,
+    node_tpm,
+    swtpm_node,
+)
 from tests.ledger.helpers import (
     BOOT_POLICY,
     H100,

@@ -124,7 +124,8 @@ def test_preempted_lease_ends_then_and_the_preempting_one_pays_the_premium(billi
     start, gpu = now_ms() - 20 * HOUR_MS, H100_GPUS[0]
     low = create(client, att, "LOW", [gpu], start_ms=start)["terms"]
     line = settle(client, "LOW", 0, low, start, start + HOUR_MS, 700 * HOUR_MS, final=True)
-    client.submit("EndLease", js({"lease_id": "LOW"}))
+    # preempted then: the GPU is the preempting lease's from that moment (not the relay's)
+    client.submit("EndLease", js({"lease_id": "LOW", "end_ms": start + HOUR_MS}))
     assert line["total_micro"] == 2_364_640
     high = create(client, att, "HIGH", [gpu], start_ms=start + HOUR_MS, priority=1)["terms"]
     assert high["capacity_micro_per_gpu_hour"] == 2_700_000

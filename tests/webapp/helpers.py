@@ -22,8 +22,13 @@ STARTED_AGO_MS = 120_000  # lines of the first minute end before the ledger's cl
 
 
 def place(lease: Lease, gpus: Sequence, attestations: Sequence, *, actor: str = ACTOR) -> Lease:
-    """Place `lease` on A100 `gpus` at terms the ledger's rate card accepts."""
-    terms = lease_terms([g.uuid for g in gpus], generation=A100, start_ms=now_ms() - STARTED_AGO_MS)
+    """Place `lease` on A100 `gpus` at terms the ledger's rate card accepts, from
+    STARTED_AGO_MS ago, or from when an earlier lease let the GPUs go (the ledger sells a
+    GPU's time once: [gpu.time_held])."""
+    start = now_ms() - STARTED_AGO_MS
+    for earlier in Lease.objects.filter(gpus__in=gpus, ended__isnull=False).distinct():
+        start = max(start, earlier.ended_ms)
+    terms = lease_terms([g.uuid for g in gpus], generation=A100, start_ms=start)
     return actions.place_lease(
         lease, gpus, price={}, terms=terms, attestations=attestations, actor=actor
     )

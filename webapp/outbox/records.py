@@ -150,8 +150,13 @@ def lease_migrated(lease, attestation_pks: list[int]) -> OutboxEntry:
     )
 
 
-def lease_ended(lease) -> OutboxEntry:
-    return enqueue(f"lease:{lease.ledger_id}:end", "EndLease", {"lease_id": str(lease.ledger_id)})
+def lease_ended(lease, cancelled_ms: int | None = None) -> OutboxEntry:
+    """EndLease at the lease's end (where its final line ends; for a lease cancelled before
+    it ran, when it was cancelled): the ledger frees its GPUs from then on, so the next
+    lease placed on them may start there."""
+    end_ms = lease.ended_ms if cancelled_ms is None else cancelled_ms
+    args: dict[str, Any] = {"lease_id": str(lease.ledger_id), "end_ms": end_ms}
+    return enqueue(f"lease:{lease.ledger_id}:end", "EndLease", args)
 
 
 def settlement_made(settlement) -> OutboxEntry:
