@@ -76,8 +76,8 @@ lint: setup
 # beside it is committed (compiled here; a clean clone needs no gettext to run).
 messages: setup
 	WATTLEASE_ENV=development $(PY) manage.py makemessages -l zh_Hans --no-location \
-		--no-obsolete --ignore 'tests/*' --ignore 'bench/*' --ignore 'docs/*' --ignore 'var/*'
-	WATTLEASE_ENV=development $(PY) manage.py compilemessages -l zh_Hans
+		--no-obsolete --ignore 'tests/*' --ignore 'bench/*' --ignore 'docs/*' --ignore 'var/*' --ignore 'build/*'
+	WATTLEASE_ENV=development $(PY) manage.py compilemessages -l zh_Hans --ignore 'build/*' --ignore '.venv/*'
 
 # docs/screenshots/: the console and dashboards as the browser tests see them on the demo
 screenshots: setup

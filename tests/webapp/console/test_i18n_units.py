@@ -54,6 +54,7 @@ def test_energy_in_kwh_times_in_the_viewers_zone_and_durations():
     assert "–" in shown and "UTC" in shown and "(6.2 s)" in shown
     assert units.duration(3_723_000) == "1 h 2 min" and units.duration(90_061_000) == "1 day 1 h"
     assert units.pue(1120) == "1.12" and units.hours(5_400_000) == "1.50"
+    assert units.hours(90_965) == "0.0253"  # 0.025268 h: enough digits to check a product
 
 
 def test_states_and_advice_are_words_in_the_pages_language():

@@ -25,6 +25,7 @@ from attest.policy import PcrPolicy
 from attest.verdict import SEVERITY_ERROR
 from attest.verifier import verify_quote
 from ledger.contract.terms import reported_generation_mismatches
+from webapp.attestation import health
 from webapp.attestation.models import EnrolmentSession
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet import rate_card
@@ -212,7 +213,7 @@ def _register(node: Node, session: EnrolmentSession, reported: InventoryQuote, a
     node.trust = Node.UNKNOWN
     node.last_good_attestation = None
     node.save()
-    audit(actor, "node.enrolled", node, ak_name=node.ak_name, ek_name=node.ek_name)
+    audit(actor, health.ENROLLED_ACTION, node, ak_name=node.ak_name, ek_name=node.ek_name)
     node_registered(
         node,
         ek_public=bytes(session.ek_public),

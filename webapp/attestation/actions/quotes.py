@@ -14,7 +14,7 @@ from django.utils import timezone
 from attest.nonces import NonceRecord, NonceRegistry
 from attest.pcrfile import PcrValues
 from attest.readings import qualifying_data
-from attest.verdict import SEVERITY_INFO, ClockInfo
+from attest.verdict import SEVERITY_INFO
 from attest.verifier import verify_quote
 from ledger.units import NS_PER_S
 from webapp.attestation import health
@@ -88,7 +88,7 @@ def record_quote(
     with transaction.atomic():
         node = Node.objects.select_for_update().select_related("pcr_policy").get(pk=node.pk)
         check = registry().consume(nonce, node.name)
-        previous = node.attestations.filter(valid=True).exclude(clock={}).first()
+        previous = health.recorded_clock(node)
         verdict = verify_quote(
             ak_public=bytes(node.ak_public or b""),
             quote=quote,
@@ -96,7 +96,7 @@ def record_quote(
             pcr_values=pcr_values,
             nonce=qualifying_data(nonce, digests),
             policy=policy_of(node),
-            previous_clock=ClockInfo.from_dict(previous.clock) if previous else None,
+            previous_clock=previous,
         )
         if not check.ok:
             verdict.add(check.code, check.detail)

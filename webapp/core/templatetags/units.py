@@ -31,7 +31,7 @@ MONEY_PLACES = 2  # an amount of at least a tenth of the currency unit: cents
 CENTS_FROM = Decimal("0.1")
 SMALL_SIGNIFICANT = 3  # below a tenth: three significant digits (0.00268)
 MAX_PLACES = 6  # the ledger's micro-unit: no amount has more
-KWH_SIGNIFICANT = 3
+SIGNIFICANT_DIGITS = 3
 SYMBOLS = {"EUR": "€", "USD": "$", "GBP": "£", "CNY": "¥", "JPY": "¥"}
 
 # the codes the ledger, the state machine and the advice use, as a person says them
@@ -138,7 +138,7 @@ def kwh(mj: int | None):
     if mj is None or mj == "":
         return "—"
     mj = int(mj)
-    text = _significant(Decimal(mj) / MJ_PER_KWH, KWH_SIGNIFICANT)
+    text = _significant(Decimal(mj) / MJ_PER_KWH, SIGNIFICANT_DIGITS)
     title = _("exactly %(mj)s mJ") % {"mj": _grouped(Decimal(mj), 0)}
     return format_html('<span class="energy" title="{}">{} kWh</span>', title, text)
 
@@ -202,10 +202,14 @@ def duration(ms: int | None) -> str:
 
 @register.filter
 def hours(ms: int | None) -> str:
-    """Milliseconds as hours, to the hundredth ("1.50")."""
+    """Milliseconds as hours: to the hundredth from one hour up ("1.50"), three significant
+    digits below ("0.0253"), so a product shown beside it can be checked by hand."""
     if ms is None or ms == "":
         return "—"
-    return _grouped(Decimal(int(ms)) / MS_PER_HOUR, 2)
+    value = Decimal(int(ms)) / MS_PER_HOUR
+    if value >= 1:
+        return _grouped(value, 2)
+    return _significant(value, SIGNIFICANT_DIGITS)
 
 
 @register.simple_tag

@@ -12,7 +12,7 @@
   const S = JSON.parse(document.getElementById("strings").textContent);
   const t = (text) => S.text[text] || text;
   const w = (code) => (code === null || code === undefined ? "—" : S.words[code] || String(code).replace(/_/g, " "));
-  const zoned = new Intl.DateTimeFormat(S.lang, { dateStyle: "short", timeStyle: "medium", timeZoneName: "short" });
+  const zoned = new Intl.DateTimeFormat(S.lang, { year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
   const when = (v) => (v === null || v === undefined || v === "" ? null : zoned.format(new Date(v)));
   const money = (v) => (v === null || v === undefined ? null
     : new Intl.NumberFormat(S.lang, S.currency ? { style: "currency", currency: S.currency } : {}).format(Number(v)));
