@@ -75,7 +75,7 @@ def check_sequence(lease: dict[str, Any], req: dict[str, Any], now_ns: int) -> N
         raise ContractError(f"[settle.terms] {where} was recorded without terms (before bills)")
     bill = lease["billing"]
     if bill["final"]:
-        raise ContractError(f"[settle.after-final] {where} was settled to its end already")
+        raise ContractError(f"[settle.after_final] {where} was settled to its end already")
     if req["interval_seq"] != bill["next_seq"]:
         raise ContractError(
             f"[settle.sequence] {where}: interval_seq {req['interval_seq']} is not the next, "
