@@ -52,6 +52,7 @@ from ledger.contract.state import (
 from ledger.contract.state import (
     json_out as _out,
 )
+from ledger.units import NS_PER_MS
 
 CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
@@ -191,7 +192,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         now = tx_time_ns(stub)
         gpus = await rules.claimable(stub, gpu_ids, att_ids, now, asked_terms["start_ms"])
         card = await lease_terms.rate_card(stub)
-        terms = lease_terms.check_terms(asked_terms, gpus, card, now // billing.NS_PER_MS)
+        terms = lease_terms.check_terms(asked_terms, gpus, card, now // NS_PER_MS)
         lease = {
             "lease_id": lease_id,
             "tenant": tenant,
@@ -257,7 +258,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
                 f"{sorted(old_generations)} like the lease's current GPUs"
             )
         card = await lease_terms.rate_card(stub)
-        terms = lease_terms.check_terms(asked_terms, gpus, card, now // billing.NS_PER_MS)
+        terms = lease_terms.check_terms(asked_terms, gpus, card, now // NS_PER_MS)
         floor = max(lease["billing"]["billed_until_ms"], lease["terms"]["start_ms"])
         if terms["start_ms"] < floor:
             raise ContractError(
