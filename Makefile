@@ -10,12 +10,13 @@ VENV_STAMP := $(VENV)/.installed-$(LOCK_HASH)
 
 # swtpm/tpm2-tools: the TPMs of simulated nodes; libtss2-dev + pkg-config + gcc: tpm2-pytss's
 # build; postgresql/redis-server: the production-path services the tests start privately;
-# chromium: the dashboard's browser tests; golang-go is not listed (Go 1.26 ships with the
+# chromium: the dashboard's browser tests; gettext: compiling the pages' translations
+# (webapp/locale, `make messages`); golang-go is not listed (Go 1.26 ships with the
 # machine image; Debian's is too old for Fabric 2.5).
 SYSTEM_PACKAGES := swtpm swtpm-tools tpm2-tools libtss2-dev pkg-config gcc python3-venv \
-	python3-dev postgresql redis-server chromium ca-certificates curl
+	python3-dev postgresql redis-server chromium gettext ca-certificates curl
 
-.PHONY: demo test setup system-packages lint check clean screenshots observability
+.PHONY: demo test setup system-packages lint check clean screenshots observability messages
 
 # `make demo LEDGER_BACKEND=fabric` runs the demo through a loopback Fabric network
 demo: setup
@@ -26,7 +27,14 @@ test: setup
 
 NODE_STAMP := bench/fabric-node/node_modules/.installed-$(shell sha256sum bench/fabric-node/package-lock.json | cut -c1-16)
 
-setup: system-packages $(VENV_STAMP) $(NODE_STAMP)
+AXE_STAMP := tests/webapp/axe/node_modules/.installed-$(shell sha256sum tests/webapp/axe/package-lock.json | cut -c1-16)
+
+setup: system-packages $(VENV_STAMP) $(NODE_STAMP) $(AXE_STAMP)
+
+# axe-core, pinned: the browser tests inject it into every console and operator page
+$(AXE_STAMP): tests/webapp/axe/package-lock.json
+	cd tests/webapp/axe && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # the official Node Fabric Gateway client: the reference the Python client is checked against
 $(NODE_STAMP): bench/fabric-node/package-lock.json
@@ -63,6 +71,13 @@ observability: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The pages' translations: webapp/locale/<lang>/LC_MESSAGES/django.po holds them, the .mo
+# beside it is committed (compiled here; a clean clone needs no gettext to run).
+messages: setup
+	WATTLEASE_ENV=development $(PY) manage.py makemessages -l zh_Hans --no-location \
+		--no-obsolete --ignore 'tests/*' --ignore 'bench/*' --ignore 'docs/*' --ignore 'var/*' --ignore 'build/*'
+	WATTLEASE_ENV=development $(PY) manage.py compilemessages -l zh_Hans --ignore 'build/*' --ignore '.venv/*'
 
 # docs/screenshots/: the console and dashboards as the browser tests see them on the demo
 screenshots: setup

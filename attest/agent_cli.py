@@ -12,8 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from attest.policy import DEFAULT_SELECTION
+
 DEFAULT_TCTI = os.environ.get("ATTEST_TCTI", "device:/dev/tpmrm0")
 DEFAULT_INTERVAL_S = 60.0  # between quotes, when neither --interval nor the server says
+EXIT_REFUSED = 3  # the TPM refused an authorisation: reported, never retried
 
 
 def _agent(args: argparse.Namespace):  # imported lazily: `verify` must not need tpm2-pytss
@@ -106,18 +109,14 @@ def _inventory(args: argparse.Namespace) -> list[dict[str, str]] | None:
 
 def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     """Enrol with the server (once; the AK is kept in --state), then answer a challenge every
-    --interval seconds, for --rounds rounds or until SIGTERM/SIGINT."""
+    --interval seconds, for --rounds verdicts or until SIGTERM/SIGINT. Failures are retried
+    with backoff (attest.agent.supervise); an authorisation the TPM refused is reported to
+    the server and ends the agent with exit status 3, never retried."""
     import signal
     import threading
 
-    from attest.agent.http import (
-        AgentApi,
-        AgentApiError,
-        FileCounters,
-        PendingReadings,
-        answer,
-        load_or_enrol,
-    )
+    from attest.agent.http import AgentApi, FileCounters, load_or_enrol
+    from attest.agent.supervise import AgentLoop
     from attest.cli import UsageError
 
     token = os.environ.get("WATTLEASE_NODE_CREDENTIAL", "")
@@ -126,29 +125,38 @@ def cmd_run(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     api, stop = AgentApi(args.server, token), threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    verdicts = {"valid": 0, "invalid": 0, "errors": 0}
+    verdicts: dict[str, Any] = {"valid": 0, "invalid": 0, "errors": 0}
     try:
-        with _agent(args) as agent:
-            ak = load_or_enrol(agent, api, Path(args.state), args.alg, _inventory(args))
-            rounds, wait_s = 0, args.interval or DEFAULT_INTERVAL_S
-            pending = PendingReadings(FileCounters(Path(args.readings)) if args.readings else None)
-            while not stop.is_set() and (args.rounds == 0 or rounds < args.rounds):
-                try:
-                    verdict = answer(agent, api, ak, pending)
-                    if args.interval is None:  # the server says when it wants the next quote
-                        wait_s = float(verdict.get("interval_s", wait_s))
-                    verdicts["valid" if verdict.get("valid") else "invalid"] += 1
-                    print(json.dumps(verdict), flush=True)
-                except (AgentApiError, OSError, ValueError) as exc:
-                    verdicts["errors"] += 1
-                    print(json.dumps({"error": str(exc)}), flush=True)
-                rounds += 1
-                if args.rounds == 0 or rounds < args.rounds:
-                    stop.wait(wait_s)
-    except AgentApiError as exc:
-        raise UsageError(f"enrolment refused: {exc}") from None
+        gpus = _inventory(args)
     except RuntimeError as exc:  # NVML missing: say how to report the GPUs instead
         raise UsageError(f"GPU inventory: {exc}; pass --inventory FILE") from None
+
+    def on_verdict(_agent: Any, verdict: dict[str, Any]) -> None:
+        verdicts["valid" if verdict.get("valid") else "invalid"] += 1
+        print(json.dumps(verdict), flush=True)
+
+    def on_error(exc: BaseException) -> None:
+        verdicts["errors"] += 1
+        print(json.dumps({"error": str(exc)}), flush=True)
+
+    loop = AgentLoop(
+        open_tpm=lambda: _agent(args),
+        api=api,
+        load_ak=lambda agent, api: load_or_enrol(agent, api, Path(args.state), args.alg, gpus),
+        interval_s=args.interval or DEFAULT_INTERVAL_S,
+        stop=stop,
+        read_counters=FileCounters(Path(args.readings)) if args.readings else None,
+        on_verdict=on_verdict,
+        on_error=on_error,
+        name="agent",
+        rounds=args.rounds,
+        follow_server=args.interval is None,
+    )
+    refused = loop.run()
+    if refused is not None:  # reported to the server; an operator must fix the key
+        verdicts["refused"] = refused.code
+        print(json.dumps({"refused": refused.code, "detail": refused.detail}), flush=True)
+        return EXIT_REFUSED, verdicts
     return (0 if verdicts["valid"] and not verdicts["invalid"] else 1), verdicts
 
 
@@ -167,7 +175,7 @@ def add_agent_parser(sub: argparse._SubParsersAction) -> None:
     act.set_defaults(func=_tpm_errors(cmd_activate))
     quote = cmds.add_parser("quote", help="quote PCRs with the verifier's nonce")
     quote.add_argument("--nonce", required=True, help="hex")
-    quote.add_argument("--pcrs", default="sha256:0,2,7")
+    quote.add_argument("--pcrs", default=DEFAULT_SELECTION)
     quote.set_defaults(func=_tpm_errors(cmd_quote))
     run = cmds.add_parser("run", help="enrol with a Wattlease server, then answer challenges")
     run.add_argument("--server", required=True, help="e.g. https://wattlease.example")

@@ -9,14 +9,18 @@ replayed boot), by comparison with the node's last recorded valid attestation:
 - resetCount lower than recorded: refused (`reset_count_decreased`);
 - same resetCount, restartCount lower: refused (`restart_count_decreased`);
 - same boot (both counts equal), clock lower: refused (`clock_went_backwards`);
-- the TPM booted since (a count went up) and `safe` is YES, clock lower: refused too, as
-  `safe = YES` promises that no clock value the TPM reported was lost
-  (`clock_went_backwards`);
-- the TPM booted since and `safe` is NO: accepted, and recorded as a power loss
-  (`tpm_power_loss`, information): the TPM restarted without an orderly shutdown, so the
-  clock it had not yet saved is gone and may read lower than recorded;
+- the TPM booted since (a count went up) and `safe` is NO, or its clock is lower than
+  recorded: accepted, and recorded as a power loss (`tpm_power_loss`, information). The TPM
+  restarted without an orderly shutdown, so the clock it had not yet saved is gone. `safe`
+  alone cannot tell: a TPM sets it again at its next clock save (swtpm within seconds, a
+  hardware TPM within about an hour), possibly before its first quote after the restart;
+  a clock below the recorded one after a boot is that same lost time;
+- the TPM booted since, clock not lower, `safe` YES: accepted (`tpm_rebooted`, information);
 - `safe` NO otherwise (no record to compare with, or the same boot as the record, whose
   clock the TPM has not saved yet): accepted, stated (`clock_not_safe`, information).
+
+A rollback of the TPM's state (a restored state file, a cleared TPM) shows in its counts,
+which the TPM alone increments: they are never accepted going back.
 """
 
 from __future__ import annotations
@@ -40,15 +44,15 @@ def judge(now: ClockInfo, previous: ClockInfo | None) -> list[Reason]:
     if rollback is not None:
         return [rollback]
     booted = (now.reset_count, now.restart_count) != (previous.reset_count, previous.restart_count)
-    if booted and not now.safe:
+    if booted and (not now.safe or now.clock < previous.clock):
         return [
             Reason(
                 POWER_LOSS,
                 f"the TPM restarted without an orderly shutdown (resetCount "
                 f"{previous.reset_count} -> {now.reset_count}, restartCount "
                 f"{previous.restart_count} -> {now.restart_count}, clock {previous.clock} -> "
-                f"{now.clock} ms, not safe): accepted as a power loss; the quote is fresh by "
-                "the ledger's nonce",
+                f"{now.clock} ms, {'safe again' if now.safe else 'not safe'}): accepted as a "
+                "power loss; the quote is fresh by the ledger's nonce",
                 SEVERITY_INFO,
             )
         ]
@@ -56,9 +60,9 @@ def judge(now: ClockInfo, previous: ClockInfo | None) -> list[Reason]:
         return [
             Reason(
                 REBOOTED,
-                f"the TPM was shut down in order and started again (resetCount "
-                f"{previous.reset_count} -> {now.reset_count}, restartCount "
-                f"{previous.restart_count} -> {now.restart_count})",
+                f"the TPM started again (resetCount {previous.reset_count} -> "
+                f"{now.reset_count}, restartCount {previous.restart_count} -> "
+                f"{now.restart_count}) with no reported clock value lost",
                 SEVERITY_INFO,
             )
         ]
@@ -80,11 +84,11 @@ def _rollback(now: ClockInfo, previous: ClockInfo) -> Reason | None:
             f"same resetCount {now.reset_count}: the TPM's state was rolled back",
         )
     same_boot = same_reset and now.restart_count == previous.restart_count
-    if now.clock < previous.clock and (same_boot or now.safe):
-        why = "in the same boot" if same_boot else "and the TPM says no clock value was lost"
+    if same_boot and now.clock < previous.clock:
         return Reason(
             "clock_went_backwards",
-            f"clock {now.clock} ms < recorded {previous.clock} ms {why}: rolled back",
+            f"clock {now.clock} ms < recorded {previous.clock} ms in the same boot "
+            f"(resetCount {now.reset_count}, restartCount {now.restart_count}): rolled back",
         )
     return None
 

@@ -30,6 +30,7 @@ PORT_ATTEMPTS = 3
 # TPM2_Shutdown(TPM_SU_CLEAR): tag NO_SESSIONS, size 12, command code 0x145, type 0.
 TPM2_SHUTDOWN_CLEAR = bytes.fromhex("80010000000c000001450000")
 TPM_RESPONSE_HEADER_BYTES = 10
+ORDERLY_MARKER = "orderly-shutdown"  # written after TPM2_Shutdown, removed at each start
 TPM_RC_SUCCESS = 0
 MAX_RESPONSE_BYTES = 4096
 TPM_CAP_TPM_PROPERTIES = 6
@@ -162,6 +163,11 @@ def provision_tpm_state(state_dir: Path, ca: LocalCA, ecc_ek: bool = False) -> N
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=SETUP_TIMEOUT_S)
     if done.returncode != 0:
         raise SwtpmError(f"swtpm_setup failed ({done.returncode}): {done.stdout}{done.stderr}")
+    _mark_orderly(state_dir)  # swtpm_setup shuts the new TPM down in order
+
+
+def _mark_orderly(state_dir: Path) -> None:
+    (state_dir / ORDERLY_MARKER).touch()
 
 
 def _port_free(port: int) -> bool:
@@ -193,6 +199,9 @@ class Swtpm:
     port: int = 0
     host: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    # whether the last start followed a stop without TPM2_Shutdown (SIGTERM/SIGKILL of the
+    # process, a crash): the machine's own record that its TPM lost power
+    lost_power: bool = field(default=False, repr=False)
 
     @property
     def tcti(self) -> str:
@@ -203,11 +212,16 @@ class Swtpm:
     def log_file(self) -> Path:
         return Path(self.state_dir) / "swtpm.log"
 
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def start(self) -> Swtpm:
         """Start on `port` (fixed), or on a free pair; a pair taken by another process between
         the check and swtpm's bind is retried with a new pair."""
-        if self.process is not None:
+        if self.alive:
             return self
+        self.process = None  # a swtpm that died is started again on its port
         if self.port:
             return self._start_on(self.port)
         for attempt in range(1, PORT_ATTEMPTS + 1):
@@ -222,6 +236,9 @@ class Swtpm:
     def _start_on(self, port: int) -> Swtpm:
         binary = require(SWTPM_BIN)
         self.port = port
+        marker = Path(self.state_dir) / ORDERLY_MARKER
+        self.lost_power = not marker.exists()
+        marker.unlink(missing_ok=True)
         cmd = [binary, "socket", "--tpm2", "--tpmstate", f"dir={self.state_dir}"]
         cmd += ["--server", f"type=tcp,port={self.port},bindaddr={self.host}"]
         cmd += ["--ctrl", f"type=tcp,port={self.port + 1},bindaddr={self.host}"]
@@ -261,15 +278,15 @@ class Swtpm:
         except OSError:
             return ""
 
-    def _orderly_shutdown(self) -> None:
-        """Send TPM2_Shutdown(CLEAR) first: without it the next start reports the clock as
-        not `safe` (as a real TPM does after a power loss) and quotes fail the clock check."""
+    def _orderly_shutdown(self) -> bool:
+        """Send TPM2_Shutdown(CLEAR) first: without it the next start is a TPM reset with the
+        clock not `safe`, as after a real power loss (attest.clock)."""
         try:
             with socket.create_connection((self.host, self.port), timeout=STOP_TIMEOUT_S) as s:
                 s.sendall(TPM2_SHUTDOWN_CLEAR)
-                s.recv(TPM_RESPONSE_HEADER_BYTES)
+                return s.recv(TPM_RESPONSE_HEADER_BYTES)[6:10] == bytes(4)
         except OSError:
-            pass  # a busy or dead TPM still gets SIGTERM below
+            return False  # a busy or dead TPM still gets SIGTERM below
 
     def send(self, command: bytes) -> bytes:
         """Send one TPM command on the server port; the whole response."""
@@ -327,8 +344,8 @@ class Swtpm:
         proc, self.process = self.process, None
         if proc is None:
             return
-        if proc.poll() is None:
-            self._orderly_shutdown()
+        if proc.poll() is None and self._orderly_shutdown():
+            _mark_orderly(Path(self.state_dir))
         proc.terminate()
         try:
             proc.wait(timeout=STOP_TIMEOUT_S)

@@ -22,7 +22,7 @@ from attest import clock as clock_policy
 from attest import tpm_constants as C
 from attest.errors import MalformedEvidence, PolicyError
 from attest.pcrfile import PcrValues
-from attest.policy import PcrPolicy
+from attest.policy import DEFAULT_SELECTION, PcrPolicy
 from attest.public import PublicArea, parse_public
 from attest.structs import Attest, Signature, parse_attest, parse_signature
 from attest.verdict import SEVERITY_INFO, SEVERITY_WARNING, ClockInfo, Reason, Verdict
@@ -37,7 +37,7 @@ PEM_PREFIX = b"-----BEGIN"
 DEFAULT_POLICY = PcrPolicy.default()
 DEFAULT_POLICY_REASON = Reason(
     "policy_default",
-    "no PCR policy: default selection sha256:0,2,7, golden values not checked",
+    f"no PCR policy: default selection {DEFAULT_SELECTION}, golden values not checked",
     SEVERITY_INFO,
 )
 NO_GOLDEN_REASON = Reason(

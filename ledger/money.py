@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from typing import Any
 
-MJ_PER_KWH = 3_600_000_000  # 1 kWh = 3.6e6 J = 3.6e9 mJ
+from ledger.units import MJ_PER_KWH, MS_PER_HOUR, PUE_MILLI_PER_UNIT, UJ_PER_MJ
+
 MICRO_PER_UNIT = 1_000_000  # amounts are micro-units of the currency
-MILLI_PER_UNIT = 1_000  # PUE in thousandths; mW per W; ms per s
-MS_PER_HOUR = 3_600_000
 MAX_ENERGY_MJ = 10**18  # far above any lease (~3e8 kWh); bounds untrusted input
 MAX_TARIFF_MICRO_PER_KWH = 10**12  # a million currency units per kWh
 # NVML's energy counter is specified to +-5 % of the board's draw; a measurement may exceed
@@ -70,7 +69,9 @@ def energy_micro(energy_mj: int, pue_milli: int, tariff_micro_per_kwh: int) -> i
     """Money for `energy_mj` of GPU energy: x PUE (facility energy) x tariff, in micro-units."""
     _check("energy_mj", energy_mj, 0, MAX_ENERGY_MJ)
     _check("tariff_micro_per_kwh", tariff_micro_per_kwh, 0, MAX_TARIFF_MICRO_PER_KWH)
-    return div_half_even(energy_mj * pue_milli * tariff_micro_per_kwh, MJ_PER_KWH * MILLI_PER_UNIT)
+    return div_half_even(
+        energy_mj * pue_milli * tariff_micro_per_kwh, MJ_PER_KWH * PUE_MILLI_PER_UNIT
+    )
 
 
 def energy_limit_mj(board_power_w: int, gpus: int, duration_ms: int) -> int:
@@ -119,13 +120,13 @@ class Terms:
         """The planned (attributed) GPU energy of [start_ms, end_ms], in mJ: the energy that
         a line's priced energy prices."""
         uj = self.planned_uj_until(end_ms) - self.planned_uj_until(start_ms)
-        return div_half_even(uj, MILLI_PER_UNIT)
+        return div_half_even(uj, UJ_PER_MJ)
 
     def priced_until(self, t_ms: int) -> int:
         """The planned (prepaid) energy that falls before t_ms, priced (cumulative)."""
         return div_half_even(
             self.planned_uj_until(t_ms) * self.pue_milli * self.tariff_micro_per_kwh,
-            MILLI_PER_UNIT * MJ_PER_KWH * MILLI_PER_UNIT,
+            UJ_PER_MJ * MJ_PER_KWH * PUE_MILLI_PER_UNIT,
         )
 
     def quote(self) -> int:

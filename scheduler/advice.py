@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ledger.units import MS_PER_DAY, MS_PER_HOUR
 from scheduler.telemetry.sample import TelemetrySample
 from scheduler.telemetry.synthetic import IDLE_UTIL_PCT
 
@@ -25,8 +26,6 @@ SCALE_DOWN_STEP = 1
 # symptom (kernels wait on launches, host transfers or each other), not a full GPU.
 QUEUEING_COMPUTE_MIN = 0.70
 QUEUEING_MEM_BW_MAX = 0.20
-MS_PER_HOUR = 3_600_000
-MS_PER_DAY = 24 * MS_PER_HOUR
 EPOCH_WEEKDAY = 3  # 1970-01-01 was a Thursday (Monday = 0)
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from ledger.contract.terms import RateCard
 from scheduler.advice import (
     HourTotals,
     PoolState,
@@ -17,7 +18,7 @@ from scheduler.advice import (
     queueing_symptom,
 )
 from scheduler.catalogue import Catalogue, load_catalogue
-from scheduler.fleet import parse_plan_input
+from scheduler.fleet import PlanInput, PlanInputError, parse_plan_input
 from scheduler.placement import Placement, Plan, plan
 from scheduler.pricing import COMPUTE_BOUND, GpuCondition, PriceBreakdown, Pricer, PricingPolicy
 from scheduler.settlement import (
@@ -74,9 +75,29 @@ def price_lease(
 
 
 def plan_batch(
-    data: dict[str, Any], catalogue: Catalogue | None = None, policy: PricingPolicy | None = None
+    data: dict[str, Any],
+    catalogue: Catalogue | None = None,
+    policy: PricingPolicy | None = None,
+    card: RateCard | None = None,
 ) -> Plan:
-    """Validate a plan input (the CLI's JSON schema, decoded) and place it.
-    Raises fleet.PlanInputError naming the bad entry."""
+    """Validate a plan input (the CLI's JSON schema, decoded) and place it. With a rate card
+    (the input's site ids are its site codes) each placement carries its lease terms and
+    their quote, and the plan ranks by that quote's two parts. Raises fleet.PlanInputError
+    naming the bad entry."""
     catalogue = catalogue or load_catalogue()
-    return plan(parse_plan_input(data, catalogue), catalogue, policy)
+    data_in = parse_plan_input(data, catalogue)
+    if card is not None:
+        _check_priced(data_in, card)
+    return plan(data_in, catalogue, policy, card)
+
+
+def _check_priced(data: PlanInput, card: RateCard) -> None:
+    """Every site and attested generation of the input is on the rate card."""
+    for site in data.sites:
+        if site not in card.sites:
+            raise PlanInputError(f"site {site!r} is not on rate card {card.version}")
+    for gpu in data.gpus:
+        if gpu.attested and gpu.generation not in card.capacity_micro_per_gpu_hour:
+            raise PlanInputError(
+                f"GPU {gpu.id!r}: rate card {card.version} prices no {gpu.generation!r}"
+            )

@@ -4,8 +4,9 @@ Used by the quality test and the benchmark to measure how far the greedy policy 
 the optimum. It solves the same problem the policy does, for instances where every job can
 be placed: every job placed, each GPU used at most once, a job's GPUs in one pool (site,
 generation) that supports its precision and memory, single-node jobs on one node; minimise
-the total attributed energy cost. GPUs that are busy or not attested are left out.
-Preemption is not modelled (instances for this solver have no leases).
+what the tenants pay: the total attributed energy cost, plus with a rate card the capacity
+held (runtime x the hourly rate for the job's priority). GPUs that are busy or not attested
+are left out. Preemption is not modelled (instances for this solver have no leases).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
+from ledger.contract.terms import RateCard
+from ledger.money import MICRO_PER_UNIT
 from scheduler.catalogue import Catalogue
 from scheduler.fleet import PlanInput
 from scheduler.pricing import GpuCondition, Pricer, PricingPolicy
@@ -30,7 +33,12 @@ class ExactResult:
     assignment: dict[str, tuple[str, ...]]  # job -> GPU ids
 
 
-def job_gpu_costs(data: PlanInput, catalogue: Catalogue, policy: PricingPolicy | None = None):
+def job_gpu_costs(
+    data: PlanInput,
+    catalogue: Catalogue,
+    policy: PricingPolicy | None = None,
+    card: RateCard | None = None,
+):
     """cost[job][gpu] for every eligible (job, GPU) pair, from the pricing module."""
     pricer = Pricer(catalogue, policy)
     costs: dict[str, dict[str, float]] = {}
@@ -47,15 +55,25 @@ def job_gpu_costs(data: PlanInput, catalogue: Catalogue, policy: PricingPolicy |
             cond = GpuCondition(
                 gpu.id, gpu.generation, site.pue, site.tariff_per_kwh, gpu.power_w, gpu.temp_c
             )
-            row[gpu.id] = float(work * pricer.unit_cost(cond, job.precision, job.memory_bound))
+            cost = work * pricer.unit_cost(cond, job.precision, job.memory_bound)
+            if card is not None:
+                hourly = card.capacity_rate(gpu.generation, job.priority)
+                runtime = pricer.runtime_hours(
+                    gpu.generation, job.precision, job.hours, job.memory_bound
+                )
+                cost += runtime * hourly / MICRO_PER_UNIT
+            row[gpu.id] = float(cost)
         costs[job.id] = row
     return costs
 
 
 def solve_exact(
-    data: PlanInput, catalogue: Catalogue, policy: PricingPolicy | None = None
+    data: PlanInput,
+    catalogue: Catalogue,
+    policy: PricingPolicy | None = None,
+    card: RateCard | None = None,
 ) -> ExactResult:
-    costs = job_gpu_costs(data, catalogue, policy)
+    costs = job_gpu_costs(data, catalogue, policy, card)
     gpu_by_id = {gpu.id: gpu for gpu in data.gpus}
     columns: list[tuple] = []  # ("x", job, gpu) | ("z", job, pool) | ("y", job, node)
     for job in data.jobs:

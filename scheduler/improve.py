@@ -1,5 +1,6 @@
 """Improvement passes after admission. Priority decides *whether* a job runs; these passes
-decide *where*, to lower the total attributed energy cost of the admitted work:
+decide *where*, to lower what the admitted work costs its tenants (capacity + attributed
+energy, `Pool.cost`):
 
 1. Re-place: give every admitted GPU back and place the admitted jobs again in a few
    candidate orders (per-GPU work, largest first: the rearrangement inequality; regret;
@@ -26,7 +27,7 @@ from decimal import Decimal
 
 from scheduler.fleet import Job
 from scheduler.pools import Choice, Pool, best_choice, ranked_choices
-from scheduler.pricing import Pricer
+from scheduler.pricing import MW_PER_W, Pricer
 from scheduler.relocate import (
     MAX_FORCE_MOVES,
     Budget,
@@ -60,24 +61,35 @@ class _Slot:
     pool: Pool
     key: tuple[str, str]  # the pool's key, cached: the inner loop reads it constantly
     rates: dict[tuple[str, str], int]  # pool -> scaled cost per unit of power key
+    capacity: dict[tuple[str, str], int]  # pool -> scaled capacity cost of the job's set
     power: int  # sum of the set's power keys
     one_node: bool  # the set sits on a single node
     needs_one_node: bool
 
 
-def _rates(job: Job, pools: list[Pool], pricer: Pricer, cache: dict) -> dict[tuple[str, str], int]:
-    """Scaled cost rate of this job on each pool it may use (absent: not allowed)."""
-    key = (job.precision, job.min_memory_gb, job.memory_bound)
+def _rates(
+    job: Job, pools: list[Pool], pricer: Pricer, cache: dict
+) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+    """Scaled cost rate of this job on each pool it may use (absent: not allowed), and the
+    scaled capacity cost of its set there."""
+    key = (job.precision, job.min_memory_gb, job.memory_bound, job.priority, job.gpus)
     rates = cache.get(key)
     if rates is None:
         rates = cache[key] = [
-            (pool.key, int(pool.rate(job) * FACTOR_SCALE))
+            (
+                pool.key,
+                int(pool.rate(job) * FACTOR_SCALE),
+                int(job.gpus * pool.capacity_rate(job) * FACTOR_SCALE),
+            )
             for pool in pools
             if pool.generation.supports(job.precision)
             and pool.generation.memory_gb >= job.min_memory_gb
         ]
     work = int(_work(job, pricer) * WORK_SCALE)
-    return {pool_key: work * rate for pool_key, rate in rates}
+    return (
+        {pool_key: work * rate for pool_key, rate, _ in rates},
+        {pool_key: work * capacity for pool_key, _, capacity in rates},
+    )
 
 
 Assigned = list[tuple[Job, Taken, Pool]]
@@ -103,9 +115,9 @@ def _work(job: Job, pricer: Pricer) -> Decimal:
 
 def _pool_costs(job: Job, eligible: Eligible, pricer: Pricer) -> list[Decimal]:
     """The job's cost on each pool it may use at datasheet power, cheapest first."""
-    work = _work(job, pricer) * job.gpus
+    work = _work(job, pricer)
     return sorted(
-        pricer.search_cost(work, pool.generation.board_power_w, pool.rate(job))
+        work * pool.cost(job, job.gpus * pool.generation.board_power_w * MW_PER_W)
         for pool in eligible(job)
     )
 
@@ -232,12 +244,14 @@ def swap(assigned: Assigned, pricer: Pricer) -> Assigned:
     by_size: dict[int, list[_Slot]] = {}
     slots = []
     for job, taken, pool in assigned:
+        rates, capacity = _rates(job, pools, pricer, factor_cache)
         slot = _Slot(
             job,
             taken,
             pool,
             pool.key,
-            _rates(job, pools, pricer, factor_cache),
+            rates,
+            capacity,
             sum(key for key, _, _ in taken),
             len({node for _, _, node in taken}) == 1,
             job.single_node and job.gpus > 1,
@@ -271,8 +285,10 @@ def _try_swap(a: _Slot, b: _Slot) -> bool:
     b_rate = b.rates.get(a.key)
     if b_rate is None or (b.needs_one_node and not a.one_node):
         return False
-    now = a.rates[a.key] * a.power + b.rates[b.key] * b.power
-    if a_rate * b.power + b_rate * a.power >= now:
+    now = (
+        a.rates[a.key] * a.power + a.capacity[a.key] + b.rates[b.key] * b.power + b.capacity[b.key]
+    )
+    if a_rate * b.power + a.capacity[b.key] + b_rate * a.power + b.capacity[a.key] >= now:
         return False
     a.taken, b.taken = b.taken, a.taken
     a.pool, b.pool = b.pool, a.pool

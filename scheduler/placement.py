@@ -8,7 +8,9 @@ Policy (deterministic for the same input):
     `single_node` additionally keeps it on one node;
   * jobs go in order of priority (highest first), then per-GPU work (largest first: by the
     rearrangement inequality the biggest work should get the cheapest energy), then id;
-    each takes the pool (or node) where its work costs least in attributed energy;
+    each takes the pool (or node) where its work costs the tenant least: capacity (GPU-hours
+    held x the rate card's hourly rate for its priority) plus attributed energy, the two
+    parts of the quote (`Pool.cost`; energy alone without a rate card);
   * a job that does not fit on free capacity may preempt running leases of strictly lower
     priority, lowest priority first; a preempted lease is reported for ending and
     settlement, never dropped;
@@ -23,12 +25,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import NamedTuple
 
+from ledger.contract.terms import RateCard
+from ledger.money import Terms
 from scheduler.catalogue import Catalogue
 from scheduler.fleet import Gpu, Job, Lease, PlanInput
 from scheduler.improve import MAX_REFIT_PLACEMENTS, improve, refit
 from scheduler.pools import Choice, FreeGpu, Pool, best_choice
 from scheduler.pricing import GpuCondition, PriceBreakdown, Pricer, PricingPolicy
 from scheduler.relocate import MAX_ROOM_TRIES, Budget, make_room
+from scheduler.settlement import lease_terms
 
 WORK_KEY_SCALE = 1_000_000
 
@@ -41,9 +46,20 @@ class Placement:
     generation: str
     nodes: tuple[str, ...]
     price: PriceBreakdown
+    # with a rate card: the ledger's lease terms for this placement (start_ms 0: see
+    # lease_terms) and their quote, Terms.quote(), the one price a tenant is shown
+    terms: dict[str, object] | None = None
+    quote_micro: int | None = None
+
+    def lease_terms(self, start_ms: int) -> dict[str, object]:
+        """The terms a lease placed so records on the ledger, starting at `start_ms` (the
+        quote does not depend on the start)."""
+        if self.terms is None:
+            raise ValueError(f"job {self.job} was planned without a rate card: no terms")
+        return {**self.terms, "start_ms": start_ms}
 
     def as_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "job": self.job,
             "gpus": list(self.gpus),
             "site": self.site,
@@ -51,6 +67,10 @@ class Placement:
             "nodes": list(self.nodes),
             "price": self.price.as_dict(),
         }
+        if self.terms is not None:
+            out["terms"] = self.terms
+            out["quote_micro"] = self.quote_micro
+        return out
 
 
 class Unplaced(NamedTuple):  # a tuple: 50,000 of them are built in a big batch
@@ -101,7 +121,7 @@ class _State:
     refit_budget: Budget = field(default_factory=lambda: Budget(MAX_REFIT_PLACEMENTS))
 
 
-def _build(data: PlanInput, pricer: Pricer) -> _State:
+def _build(data: PlanInput, pricer: Pricer, card: RateCard | None) -> _State:
     pools: dict[tuple[str, str], Pool] = {}
     node_sizes: dict[tuple[str, str, str], int] = {}
     keys: dict[str, int] = {}
@@ -116,7 +136,7 @@ def _build(data: PlanInput, pricer: Pricer) -> _State:
         if pool is None:
             gen = pricer.catalogue.get(gpu.generation)
             pool = pools[pkey] = Pool(
-                gpu.site, gen, site.pue, site.tariff_per_kwh, pricer, sizes=sizes
+                gpu.site, gen, site.pue, site.tariff_per_kwh, pricer, sizes=sizes, card=card
             )
         pool.attested_total += 1
         nkey = (gpu.site, gpu.generation, gpu.node)
@@ -288,10 +308,17 @@ def _admission_order(jobs: tuple[Job, ...], pricer: Pricer) -> list[Job]:
     return sorted(jobs, key=lambda j: (-j.priority, -int(j.hours * per_hour[j.precision]), j.id))
 
 
-def plan(data: PlanInput, catalogue: Catalogue, policy: PricingPolicy | None = None) -> Plan:
-    """Place queued jobs on the fleet. Pure and deterministic: same input, same plan."""
+def plan(
+    data: PlanInput,
+    catalogue: Catalogue,
+    policy: PricingPolicy | None = None,
+    card: RateCard | None = None,
+) -> Plan:
+    """Place queued jobs on the fleet. Pure and deterministic: same input, same plan. With
+    `card` (whose site codes are the input's site ids), jobs are ranked by capacity plus
+    energy and each placement carries its lease terms and quote."""
     pricer = Pricer(catalogue, policy)
-    state = _build(data, pricer)
+    state = _build(data, pricer, card)
     unplaced: list[Unplaced] = []
     preempted: list[Preemption] = []
     for job in _admission_order(data.jobs, pricer):
@@ -302,13 +329,15 @@ def plan(data: PlanInput, catalogue: Catalogue, policy: PricingPolicy | None = N
             unplaced.append(Unplaced(job.id, reason))
     assigned = improve(state.assigned, lambda job: _eligible(state, job), pricer)
     placements = tuple(
-        _priced(job, taken, pool, state, pricer, data) for job, taken, pool in assigned
+        _priced(job, taken, pool, state, pricer, data, card) for job, taken, pool in assigned
     )
     total = sum((p.price.total for p in placements), Decimal(0))
     return Plan(placements, tuple(unplaced), tuple(preempted), total)
 
 
-def _priced(job, taken, pool: Pool, state: _State, pricer: Pricer, data: PlanInput) -> Placement:
+def _priced(
+    job, taken, pool: Pool, state: _State, pricer: Pricer, data: PlanInput, card: RateCard | None
+) -> Placement:
     gpus = [state.gpu_index[gpu_id] for _, gpu_id, _ in taken]
     site = data.sites[pool.site]
     conditions = [
@@ -317,4 +346,12 @@ def _priced(job, taken, pool: Pool, state: _State, pricer: Pricer, data: PlanInp
     ]
     price = pricer.price(job.precision, job.gpus, job.hours, conditions, job.memory_bound)
     nodes = tuple(sorted({g.node for g in gpus}))
-    return Placement(job.id, tuple(g.id for g in gpus), pool.site, pool.generation.id, nodes, price)
+    terms, quote = None, None
+    if card is not None:
+        terms = lease_terms(
+            price, pricer.catalogue, card, site=pool.site, priority=job.priority, start_ms=0
+        )
+        quote = Terms.of(terms).quote()
+    return Placement(
+        job.id, tuple(g.id for g in gpus), pool.site, pool.generation.id, nodes, price, terms, quote
+    )

@@ -18,6 +18,7 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from ledger.contract.terms import RateCard
 from scheduler.catalogue import Generation
 from scheduler.fleet import Job
 from scheduler.pricing import Pricer
@@ -54,6 +55,8 @@ class Pool:
     leased: int = 0  # attested GPUs held by live, preemptible leases
     sizes: frozenset[int] = frozenset()  # single-node job sizes in the queue: heaps kept
     rates: dict[str | tuple[str, Decimal], Decimal] = field(default_factory=dict)
+    card: RateCard | None = None  # the capacity rates; None: energy alone is ranked
+    capacity_rates: dict[tuple[str, Decimal, int], Decimal] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -71,6 +74,26 @@ class Pool:
                 self.generation, job.precision, self.pue, self.tariff_per_kwh, job.memory_bound
             )
         return rate
+
+    def capacity_rate(self, job: Job) -> Decimal | int:
+        """The pricer's capacity rate of one of this pool's GPUs for the job
+        (`Pricer.capacity_rate`, at the rate card's hourly rate for its priority), cached;
+        0 without a rate card."""
+        if self.card is None:
+            return 0
+        key = (job.precision, job.memory_bound, job.priority)
+        rate = self.capacity_rates.get(key)
+        if rate is None:
+            hourly = self.card.capacity_rate(self.generation.id, job.priority)
+            rate = self.capacity_rates[key] = self.pricer.capacity_rate(
+                self.generation, job.precision, hourly, job.memory_bound
+            )
+        return rate
+
+    def cost(self, job: Job, power: int | Decimal) -> Decimal:
+        """Ranking key of `job.gpus` of this pool's GPUs with summed power keys `power`: the
+        search units of `Pricer.search_cost` for one TFLOPS·h of per-GPU work."""
+        return power * self.rate(job) + job.gpus * self.capacity_rate(job)
 
     def add(self, gpus: list[FreeGpu]) -> None:
         """Make GPUs free (at start, or when a preempted lease ends)."""
@@ -152,7 +175,7 @@ class Pool:
 class Choice:
     pool: Pool
     node: str | None  # None: the pool's cheapest GPUs, on any nodes
-    cost: Decimal  # ranking only: power keys x the pool's rate for the job
+    cost: Decimal  # ranking only: the pool's cost of the set for the job (Pool.cost)
 
     def take(self, count: int) -> list[tuple[int, str, str]]:
         if self.node is None:
@@ -174,7 +197,7 @@ def best_choice(pools: list[Pool], job: Job) -> Choice | None:
             total, node = found
         else:
             total, node = pool.cheapest_sum(count), None
-        cost = total * pool.rate(job)
+        cost = pool.cost(job, total)
         if best is None or cost < best.cost:  # pools are visited in key order: ties stable
             best = Choice(pool, node, cost)
     return best

@@ -41,7 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from ledger.money import MJ_PER_KWH, from_micro
+from ledger.money import from_micro
+from ledger.units import MJ_PER_KWH, MW_PER_W  # the search ranks GPUs by power in integer mW
 from scheduler.catalogue import Catalogue, CatalogueError, Generation
 
 REFERENCE_PRECISION = "FP16"
@@ -53,7 +54,6 @@ MONEY_QUANTUM = from_micro(1)  # currency units: one of the ledger's micro-units
 ENERGY_QUANTUM_KWH = Decimal("0.000001")  # displayed energy: 1 mWh
 RATE_QUANTUM = Decimal("0.0001")  # displayed coefficients, derating, W/TFLOPS
 WH_PER_KWH = Decimal(1000)
-MW_PER_W = 1000  # the search ranks GPUs by attributed power in integer milliwatts
 MAX_POWER_W = Decimal(5000)  # a measured draw above this is a broken sensor, not a GPU
 MIN_PUE = Decimal(1)
 MAX_PUE = Decimal(5)
@@ -257,11 +257,26 @@ class Pricer:
         up to the constant 1 / (MW_PER_W x WH_PER_KWH). energy x PUE x tariff, as `price`."""
         return pue * tariff_per_kwh / self.throughput(gen, precision, memory_bound)
 
+    def capacity_rate(
+        self,
+        gen: Generation,
+        precision: str,
+        capacity_micro_per_gpu_hour: int,
+        memory_bound: Decimal = COMPUTE_BOUND,
+    ) -> Decimal:
+        """The capacity part in the same search units as `rate` x a power key: a GPU held
+        for the work's runtime (work / TFLOPS_eff hours) at the hourly rate, in micro-units,
+        is MW_PER_W x WH_PER_KWH times the money, the constant `rate` leaves out."""
+        return Decimal(capacity_micro_per_gpu_hour) / self.throughput(gen, precision, memory_bound)
+
     @staticmethod
-    def search_cost(work: Decimal, power: Decimal | int, rate: Decimal) -> Decimal:
-        """The search's ranking key for a GPU set: per-GPU work x summed power keys x the
-        pool's rate. Proportional to the priced cost (same constant for every option)."""
-        return work * power * rate
+    def search_cost(
+        work: Decimal, power: Decimal | int, rate: Decimal, capacity: Decimal | int = 0
+    ) -> Decimal:
+        """The search's ranking key for a GPU set: per-GPU work x (summed power keys x the
+        pool's rate + the set's capacity rate, GPUs x `capacity_rate`). Proportional to what
+        the tenant pays, capacity plus energy (same constant for every option)."""
+        return work * (power * rate + capacity)
 
     def w_per_tflops(
         self, gen: Generation, precision: str, power_w: Decimal | None, memory_bound: Decimal

@@ -110,9 +110,10 @@ def _rehome(job: Job, pool: Pool, lifted: list[int], assigned: Assigned, eligibl
 
 
 def cost(job: Job, taken: Taken, pool: Pool, pricer: Pricer) -> Decimal:
-    """The energy-attributed cost of one placement, in the pricer's search units."""
+    """What the tenant pays for one placement (capacity + energy), in the pricer's search
+    units."""
     power = sum(key for key, _, _ in taken)
-    return pricer.search_cost(pricer.work(job.precision, job.hours), power, pool.rate(job))
+    return pricer.work(job.precision, job.hours) * pool.cost(job, power)
 
 
 def total_cost(placements: Iterable[tuple[Job, Taken, Pool]], pricer: Pricer) -> Decimal:

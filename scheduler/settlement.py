@@ -27,11 +27,10 @@ from attest import readings
 from ledger import money
 from ledger.contract.attested_telemetry import MAX_BATCHES
 from ledger.contract.terms import RateCard
+from ledger.units import MS_PER_HOUR, MW_PER_W
 from scheduler.catalogue import Catalogue
 from scheduler.pricing import PriceBreakdown
 from scheduler.telemetry.sample import TelemetryError, TelemetrySample
-
-MW_PER_W = 1000
 
 
 class SettlementError(ValueError):
@@ -119,7 +118,7 @@ def lease_terms(
         energy_wh = line.gpu_hours * line.attributed_power_w
         power_mw[line.gpu] = int((watts * MW_PER_W).to_integral_value(ROUND_HALF_EVEN))
         hours = energy_wh / watts if watts > 0 else line.gpu_hours
-        ms = (hours * money.MS_PER_HOUR).to_integral_value(ROUND_CEILING)
+        ms = (hours * MS_PER_HOUR).to_integral_value(ROUND_CEILING)
         planned_ms = max(planned_ms, int(ms), 1)
     rates = card.sites[site]
     return {

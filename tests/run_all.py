@@ -27,9 +27,11 @@ NO_TESTS_COLLECTED = 5
 # Not a silent skip: said on every run where Fabric's binaries are not installed.
 FABRIC_NOTICE = """
 !!! NOT RUN: tests marked `fabric` (a real Fabric network: the contract suite on Fabric,
-!!! the fault tests, the web app on Fabric). {why}
+!!! the fault tests, the web app on Fabric, organisations on separate hosts). {why}
 !!! Install Fabric's binaries (`python -m chaincode_client.fabric_network build`, or set
-!!! FABRIC_BIN_DIR to a Fabric 2.5 release's bin/), then run `make test` again.
+!!! FABRIC_BIN_DIR to a Fabric 2.5 release's bin/) and Fabric CA's (`go install
+!!! github.com/hyperledger/fabric-ca/cmd/...@v1.5.21`, then FABRIC_CA_BIN_DIR, or a Fabric CA
+!!! 1.5 release's bin/), then run `make test` again.
 """
 
 
@@ -45,14 +47,18 @@ def step(title: str, cmd: list[str], env: dict[str, str] | None = None) -> None:
 
 
 def fabric_install_problem() -> str | None:
-    """Why Fabric's binaries cannot be used here, or None when they can."""
+    """Why Fabric's or Fabric CA's binaries cannot be used here, or None when they can (every
+    Fabric network's identities come from its organisations' own Fabric CAs)."""
+    from chaincode_client.fabric_network.fabric_ca import find_ca_install
     from chaincode_client.fabric_network.layout import NetworkError, find_install
 
-    try:
-        find_install()
-    except NetworkError as exc:
-        return str(exc)
-    return None
+    problems = []
+    for find in (find_install, find_ca_install):
+        try:
+            find()
+        except NetworkError as exc:
+            problems.append(str(exc))
+    return "\n!!! ".join(problems) or None
 
 
 def main() -> None:

@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "webapp.observability.middleware.ObservabilityMiddleware",  # first: times everything
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",  # Accept-Language, or the page's switch
+    "webapp.core.timezones.ViewerTimezoneMiddleware",  # times in the viewer's zone
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -96,6 +98,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "webapp.console.context.units",
             ],
         },
     },
@@ -172,9 +175,13 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
+# Pages in English or Simplified Chinese, from the browser's Accept-Language or the switch on
+# every page; the API's error codes stay the same in both (only messages are translated).
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "webapp" / "locale"]
 TIME_ZONE = "UTC"
-USE_I18N = False
+USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"

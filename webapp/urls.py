@@ -23,6 +23,7 @@ urlpatterns = [
     path("favicon.ico", dashboard.favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("console/", include("webapp.console.urls")),
+    path("i18n/", include("django.conf.urls.i18n")),  # set_language: the language switch
     path("ops/", include("webapp.dashboard.urls")),
     path("api/v1/", include(api_v1)),
     # the node agents in the field post here; a POST redirect is not followed by them

@@ -1,5 +1,6 @@
 """The node agent's side of the server's agent API (`/api/agent/…`): enrol once, then
-answer challenges on a schedule. Plain urllib and JSON; no Django.
+answer challenges (the long-running loop is attest.agent.supervise). Plain urllib and JSON;
+no Django.
 
 The AK (public and TPM-wrapped private part) is kept in a state file so the agent survives
 restarts without re-enrolling; the private part is useless outside this TPM.
@@ -10,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -220,25 +220,3 @@ def answer(agent: Agent, api: AgentApi, ak: AkKey, pending: PendingReadings) -> 
         raise
     pending.done()
     return verdict
-
-
-def run(
-    agent: Agent,
-    api: AgentApi,
-    ak: AkKey,
-    interval_s: float,
-    stop: threading.Event,
-    read_counters: Callable[[], str] | None = None,
-) -> None:
-    """Answer a challenge every `interval_s` until `stop` is set, each quote binding the
-    readings `read_counters` returned since the previous one (kept for the next round when a
-    round fails); errors are logged, and the next round tries again (the server marks the
-    node stale if rounds keep failing)."""
-    pending = PendingReadings(read_counters)
-    while not stop.is_set():
-        try:
-            verdict = answer(agent, api, ak, pending)
-            log.info("attestation %s", "valid" if verdict.get("valid") else verdict)
-        except (AgentApiError, OSError, ValueError) as exc:
-            log.warning("attestation round failed: %s", exc)
-        stop.wait(interval_s)

@@ -38,6 +38,7 @@ from tpm2_pytss.utils import NVReadEK, create_ek_template
 
 from attest import tpm_constants as C
 from attest.pcrfile import PcrValues
+from attest.policy import DEFAULT_SELECTION
 from attest.structs import parse_attest
 
 EK_HANDLE_RSA = 0x81010001  # TCG EK Credential Profile: persistent RSA-2048 EK
@@ -45,7 +46,6 @@ EK_CERT_NV_RSA = 0x01C00002
 EK_CERT_NV_ECC = 0x01C0000A
 NV_CHUNK_BYTES = 512  # below every TPM's TPM2_PT_NV_BUFFER_MAX
 MAX_EK_CERT_BYTES = 4096
-DEFAULT_SELECTION = "sha256:0,2,7"
 QUOTE_ATTEMPTS = 3  # retakes when a PCR changes between the quote and the PCR read
 CONNECT_ATTEMPTS = 4
 CONNECT_RETRY_S = 0.25  # backoff step between connection attempts

@@ -1,14 +1,19 @@
-"""`python -m chaincode_client.fabric_network build|up|down|status|logs|env`.
+"""`python -m chaincode_client.fabric_network build|up|down|status|logs|env|roots|org|channel`.
 
 - `build`: install the pinned Fabric binaries into the cache (or reuse them);
 - `up`: bring the loopback network up (idempotent), printing each step;
+- `org init|secret|join|commit|status PARTY`, `channel create`: the same steps, each run on
+  one party's own host (docs/operations.md, "Two organisations on separate machines");
+  `--plan FILE` names every party's address (the same public file on every host);
 - `down`: stop every process and check no port is left open (`--purge` also deletes the
   network's folder);
 - `status`: which processes run, the package ids, whether the cached build is verified;
 - `logs NAME`: the last lines of one node's log (no NAME: the list of logs);
 - `env ORG [--user Admin]`: the FABRIC_* settings an application (or the organisation's
   admin, for `python -m chaincode_client.policy_cli`) of that organisation uses;
-- `roots [--out FILE]`: the channel's trust roots, for an auditor's `verify-receipt --trust`.
+- `roots [--out FILE]`: the channel's trust roots, for an auditor's `verify-receipt --trust`;
+- `receipt ORG LEASE_ID [--out FILE]`: a lease's receipt (`fabric/1`), read from that
+  organisation's own peer with its own `User1`, for its `audit-bill`.
 Exit code 0 on success, 1 on failure, so CI fails loudly.
 """
 
@@ -31,6 +36,7 @@ from chaincode_client.fabric_network.build import (
 )
 from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT, Layout, NetworkError
 from chaincode_client.fabric_network.network import Network
+from chaincode_client.fabric_network.parties import run_party
 from chaincode_client.fabric_network.processes import tail
 from chaincode_client.fabric_network.roots import roots_pem
 
@@ -40,12 +46,26 @@ def default_root() -> Path:
 
 
 def _layout(args: argparse.Namespace) -> Layout:
-    return Layout(
-        Path(args.root).resolve(),
-        base_port=args.base_port,
-        channel=args.channel,
-        client_mtls=args.client_mtls,
-    )
+    options = {"base_port": args.base_port, "channel": args.channel}
+    options["client_mtls"] = args.client_mtls
+    if getattr(args, "chaincode", None):
+        options["chaincode"] = args.chaincode
+    if getattr(args, "plan", None):
+        options.update(read_plan(Path(args.plan)))
+    return Layout(Path(args.root).resolve(), **options)  # type: ignore[arg-type]
+
+
+def read_plan(path: Path) -> dict[str, object]:
+    """A network plan: `{"base_port": 7050, "channel": "wattlease", "client_mtls": false,
+    "addresses": {"orderer0": "10.0.0.1", ..., "Org1MSP": "10.0.0.11", ...}}` (public)."""
+    try:
+        plan = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise NetworkError(f"--plan {path}: not a readable JSON file ({exc})") from exc
+    known = {"base_port", "channel", "client_mtls", "addresses"}
+    if not isinstance(plan, dict) or set(plan) - known:
+        raise NetworkError(f"--plan {path}: expected an object with keys among {sorted(known)}")
+    return plan
 
 
 def _network_options(parser: argparse.ArgumentParser, after_command: bool) -> None:
@@ -64,6 +84,7 @@ def _network_options(parser: argparse.ArgumentParser, after_command: bool) -> No
         default=default(False),
         help="peers require client TLS certificates",
     )
+    parser.add_argument("--plan", default=default(None), help="the network plan (JSON)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,8 +113,30 @@ def main(argv: list[str] | None = None) -> int:
     roots = sub.add_parser("roots", help="the channel's trust roots (PEM) for an auditor")
     roots.add_argument("--out", type=Path, help="file to write (default: stdout)")
     roots.add_argument("--chaincode", help="the Wattlease chaincode's name (default: the layout's)")
+    org = sub.add_parser("org", parents=[after], help="one party's steps, on its own host")
+    org.add_argument("action", choices=["init", "secret", "join", "commit", "status"])
+    org.add_argument("party", help="Org1MSP, Org2MSP, orderer0, orderer1 or orderer2")
+    org.add_argument("--chaincode", help="the chaincode to approve or commit (default wattlease)")
+    org.add_argument(
+        "--enroll-secret",
+        default=os.environ.get("WATTLEASE_ENROLL_SECRET"),
+        help="an orderer's one-time secret from the ordering org's admin (`org secret`)",
+    )
+    channel = sub.add_parser("channel", parents=[after], help="the channel's genesis block")
+    channel.add_argument("action", choices=["create"])
+    receipt = sub.add_parser(
+        "receipt", parents=[after], help="a lease's receipt from an organisation's own peer"
+    )
+    receipt.add_argument("org", choices=["Org1MSP", "Org2MSP"])
+    receipt.add_argument("lease_id")
+    receipt.add_argument(
+        "--chaincode", help="the Wattlease chaincode's name (default: the layout's)"
+    )
+    receipt.add_argument("--out", type=Path, help="file to write (default: stdout)")
     args = parser.parse_args(argv)
     try:
+        if args.command in ("org", "channel", "receipt"):
+            return run_party(_layout(args), args)
         return _run(args)
     except (NetworkError, BuildError) as exc:
         print(f"fabric {args.command} FAILED: {exc}", file=sys.stderr)
@@ -112,7 +155,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"network up in {seconds:.1f}s at {layout.root}")
         return 0
     if args.command == "down":
-        busy = Network.create(layout).down()
+        busy = Network.create(layout, parties=layout.present_parties()).down()
         if busy:
             print(f"ports still open after stopping every process: {busy}", file=sys.stderr)
             return 1
@@ -142,7 +185,8 @@ def _run(args: argparse.Namespace) -> int:
     built = f"built by {stamp.get('go_version')} at {where}" if stamp else f"none at {where}"
     print(f"Fabric {spec.commit[:12]} build: {built}")
     if layout.state_file.exists() or layout.root.exists():
-        print(json.dumps(Network.create(layout).status(), indent=2))
+        network = Network.create(layout, parties=layout.present_parties())
+        print(json.dumps(network.status(), indent=2))
     return 0 if stamp else 1
 
 

@@ -1,10 +1,10 @@
-"""The configuration files of a loopback network, written from a `Layout`.
+"""The configuration files of a network, written from a `Layout`.
 
-cryptogen's input (organisations, NodeOUs so identities carry the admin/client/peer role the
+Each MSP's `config.yaml` (NodeOUs, so identities carry the admin/client/peer/orderer role the
 contract checks), configtxgen's channel profile (Raft consenters, both organisations with
-their anchor peers, the policies) and each node's core.yaml / orderer.yaml: Fabric's own
-sample file with this node's addresses, keys and folders set, so every setting a node runs
-with can be read in its folder.
+their anchor peers, the policies; read from the parties' public folders only) and each node's
+core.yaml / orderer.yaml: Fabric's own sample file with this node's addresses, keys and
+folders set, so every setting a node runs with can be read in its folder.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from typing import Any
 import yaml  # type: ignore[import-untyped]  # (no stubs pinned)
 
 from chaincode_client.fabric_network.layout import (
-    HOST,
-    ORDERER_DOMAIN,
     ORDERER_MSP,
     FabricInstall,
     Layout,
@@ -56,29 +54,21 @@ def write_yaml(path: Path, doc: Any) -> None:
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-def crypto_config(layout: Layout) -> dict[str, Any]:
-    sans = ["localhost", HOST]
+def nodeous_config(cacert: str) -> dict[str, Any]:
+    """An MSP's config.yaml: roles from the OU Fabric CA writes (`--id.type`), issued by the
+    CA whose certificate is `cacerts/<cacert>`."""
+
+    def ou(name: str) -> dict[str, str]:
+        return {"Certificate": f"cacerts/{cacert}", "OrganizationalUnitIdentifier": name}
+
     return {
-        "OrdererOrgs": [
-            {
-                "Name": "Orderer",
-                "Domain": ORDERER_DOMAIN,
-                "EnableNodeOUs": True,
-                "Specs": [
-                    {"Hostname": o.host.split(".")[0], "SANS": sans} for o in layout.orderers
-                ],
-            }
-        ],
-        "PeerOrgs": [
-            {
-                "Name": f"Org{g.index}",
-                "Domain": g.domain,
-                "EnableNodeOUs": True,
-                "Template": {"Count": 1, "SANS": sans},
-                "Users": {"Count": 1},
-            }
-            for g in layout.orgs
-        ],
+        "NodeOUs": {
+            "Enable": True,
+            "ClientOUIdentifier": ou("client"),
+            "PeerOUIdentifier": ou("peer"),
+            "AdminOUIdentifier": ou("admin"),
+            "OrdererOUIdentifier": ou("orderer"),
+        }
     }
 
 
@@ -95,14 +85,14 @@ def _peer_org(layout: Layout, org: Org) -> dict[str, Any]:
     return {
         "Name": m,
         "ID": m,
-        "MSPDir": str(layout.org_dir(org) / "msp"),
+        "MSPDir": str(layout.public_dir(m) / "msp"),
         "Policies": {
             "Readers": _signature(f"OR('{m}.admin', '{m}.peer', '{m}.client')"),
             "Writers": _signature(f"OR('{m}.admin', '{m}.client')"),
             "Admins": _signature(f"OR('{m}.admin')"),
             "Endorsement": _signature(f"OR('{m}.peer')"),
         },
-        "AnchorPeers": [{"Host": HOST, "Port": org.peer_port}],
+        "AnchorPeers": [{"Host": org.ip, "Port": org.peer_port}],
     }
 
 
@@ -111,7 +101,7 @@ def configtx(layout: Layout) -> dict[str, Any]:
     orderer_org = {
         "Name": ORDERER_MSP,
         "ID": ORDERER_MSP,
-        "MSPDir": str(layout.orderer_org_dir() / "msp"),
+        "MSPDir": str(layout.public_dir(ORDERER_MSP) / "msp"),
         "Policies": {
             "Readers": _signature(f"OR('{ORDERER_MSP}.member')"),
             "Writers": _signature(f"OR('{ORDERER_MSP}.member')"),
@@ -121,10 +111,10 @@ def configtx(layout: Layout) -> dict[str, Any]:
     }
     consenters = [
         {
-            "Host": HOST,
+            "Host": o.ip,
             "Port": o.port,
-            "ClientTLSCert": str(layout.orderer_dir(o) / "tls" / "server.crt"),
-            "ServerTLSCert": str(layout.orderer_dir(o) / "tls" / "server.crt"),
+            "ClientTLSCert": str(layout.consenter_cert(o)),
+            "ServerTLSCert": str(layout.consenter_cert(o)),
         }
         for o in layout.orderers
     ]
@@ -168,7 +158,7 @@ def orderer_yaml(install: FabricInstall, layout: Layout, orderer: Orderer) -> di
     tls = layout.orderer_dir(orderer) / "tls"
     data = layout.node_dir(orderer.name) / "data"
     general = doc["General"]
-    general.update(ListenAddress=HOST, ListenPort=orderer.port, BootstrapMethod="none")
+    general.update(ListenAddress=orderer.ip, ListenPort=orderer.port, BootstrapMethod="none")
     general["TLS"].update(
         Enabled=True,
         PrivateKey=str(tls / "server.key"),
@@ -184,8 +174,8 @@ def orderer_yaml(install: FabricInstall, layout: Layout, orderer: Orderer) -> di
     general.update(LocalMSPDir=str(layout.orderer_dir(orderer) / "msp"), LocalMSPID=ORDERER_MSP)
     doc["FileLedger"]["Location"] = str(data / "ledger")
     doc["Consensus"].update(WALDir=str(data / "wal"), SnapDir=str(data / "snap"))
-    doc["Operations"]["ListenAddress"] = f"{HOST}:{orderer.ops_port}"
-    doc["Admin"]["ListenAddress"] = f"{HOST}:{orderer.admin_port}"
+    doc["Operations"]["ListenAddress"] = f"{orderer.ip}:{orderer.ops_port}"
+    doc["Admin"]["ListenAddress"] = f"{orderer.ip}:{orderer.admin_port}"
     doc["Admin"]["TLS"].update(
         Enabled=True,
         Certificate=str(tls / "server.crt"),
@@ -207,8 +197,8 @@ def core_yaml(install: FabricInstall, layout: Layout, org: Org) -> dict[str, Any
         networkId="wattlease",
         listenAddress=address,
         address=address,
-        chaincodeListenAddress=f"{HOST}:{org.chaincode_port}",
-        chaincodeAddress=f"{HOST}:{org.chaincode_port}",
+        chaincodeListenAddress=f"{org.ip}:{org.chaincode_port}",
+        chaincodeAddress=f"{org.ip}:{org.chaincode_port}",
         mspConfigPath=str(layout.peer_dir(org) / "msp"),
         localMspId=org.msp_id,
         fileSystemPath=str(layout.node_dir(org.peer_name) / "data"),
@@ -235,5 +225,5 @@ def core_yaml(install: FabricInstall, layout: Layout, org: Org) -> dict[str, Any
     ]
     doc["chaincode"]["executetimeout"] = PEER_EXECUTE_TIMEOUT
     doc["ledger"]["snapshots"]["rootDir"] = str(layout.node_dir(org.peer_name) / "snapshots")
-    doc["operations"]["listenAddress"] = f"{HOST}:{org.ops_port}"
+    doc["operations"]["listenAddress"] = f"{org.ip}:{org.ops_port}"
     return doc

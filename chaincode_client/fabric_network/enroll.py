@@ -1,39 +1,46 @@
-"""Certificates a loopback network issues after cryptogen: from the organisations' own CAs.
-
-- `enroll`: a new identity of an organisation (an MSP folder the Gateway client loads), with
-  the NodeOU role in its subject's OU (`client`, `admin` or `peer`), as a Fabric CA would
-  issue it. The contract suite uses it for many distinct users of one organisation.
-- `issue_ccaas_tls`: the TLS server certificate of an organisation's chaincode server, from
-  that organisation's TLS CA; the peer, which trusts that CA, dials it over mutual TLS.
+"""Many identities of one organisation at once, for the contract suite: `enroll` issues a new
+identity (an MSP folder the Gateway client loads) with the NodeOU role in its subject's OU
+(`client`, `admin` or `peer`), signed on the organisation's own host with its Fabric CA's key
+(the CA server's home), in the shape `fabric-ca-client enroll` writes. One process per
+identity would cost a registration and an enrollment each; the tests make hundreds.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
+import shutil
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import NameOID
 
-from chaincode_client.fabric_network.layout import HOST, Layout, NetworkError, Org
+from chaincode_client.fabric_network.layout import Layout, NetworkError, Org
 
 CERT_DAYS = 365
 CLOCK_SLACK = dt.timedelta(minutes=5)  # valid a little before issue, for clocks behind ours
 ROLES = ("client", "admin", "peer")
+SPKI_ENCODING = serialization.Encoding.DER
+SPKI_FORMAT = serialization.PublicFormat.SubjectPublicKeyInfo
 
 
 def _ca(ca_dir: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
-    certs = sorted(ca_dir.glob("*-cert.pem"))
-    keys = sorted(ca_dir.glob("*_sk"))
-    if len(certs) != 1 or len(keys) != 1:
-        raise NetworkError(f"{ca_dir}: expected one *-cert.pem and one *_sk as cryptogen writes")
-    key = serialization.load_pem_private_key(keys[0].read_bytes(), password=None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise NetworkError(f"{keys[0]}: not an EC private key")
-    return x509.load_pem_x509_certificate(certs[0].read_bytes()), key
+    """The CA certificate of a fabric-ca-server home and, among the keys in its keystore
+    (its TLS key sits there too), the one that certificate certifies."""
+    try:
+        cert = x509.load_pem_x509_certificate((ca_dir / "ca-cert.pem").read_bytes())
+    except (OSError, ValueError) as exc:
+        raise NetworkError(f"{ca_dir}: no CA certificate (ca-cert.pem): {exc}") from exc
+    wanted = cert.public_key().public_bytes(SPKI_ENCODING, SPKI_FORMAT)
+    for path in sorted((ca_dir / "msp" / "keystore").glob("*_sk")):
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        if (
+            isinstance(key, ec.EllipticCurvePrivateKey)
+            and key.public_key().public_bytes(SPKI_ENCODING, SPKI_FORMAT) == wanted
+        ):
+            return cert, key
+    raise NetworkError(f"{ca_dir}: no key in msp/keystore matches ca-cert.pem")
 
 
 def _issue(
@@ -78,7 +85,7 @@ def enroll(layout: Layout, org: Org, name: str, role: str = "client") -> Path:
     """A new identity `name` of `org` with NodeOU `role`; returns its MSP folder."""
     if role not in ROLES:
         raise NetworkError(f"role {role!r}: expected one of {ROLES}")
-    msp = layout.root / "identities" / org.domain / name / "msp"
+    msp = layout.host_dir(org.msp_id) / "identities" / name / "msp"
     if (msp / "signcerts" / "cert.pem").is_file():
         return msp
     tmp = msp.parent / "issued"
@@ -88,25 +95,13 @@ def enroll(layout: Layout, org: Org, name: str, role: str = "client") -> Path:
             x509.NameAttribute(NameOID.COMMON_NAME, f"{name}@{org.domain}"),
         ]
     )
-    _issue(layout.org_dir(org) / "ca", subject, [], tmp)
+    _issue(layout.ca_home(org.msp_id), subject, [], tmp)
     for sub, src in (("signcerts", "cert.pem"), ("keystore", "key.pem")):
         (msp / sub).mkdir(parents=True, exist_ok=True)
         (tmp / src).replace(msp / sub / src)
     tmp.rmdir()
+    shared = layout.org_dir(org) / "msp"
+    for sub in ("cacerts", "tlscacerts"):
+        shutil.copytree(shared / sub, msp / sub, dirs_exist_ok=True)
+    shutil.copyfile(shared / "config.yaml", msp / "config.yaml")
     return msp
-
-
-def issue_ccaas_tls(layout: Layout, org: Org) -> Path:
-    """The chaincode server's TLS pair (cert.pem, key.pem), from the org's TLS CA."""
-    out = layout.ccaas_tls_dir(org)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, org.ccaas_name)])
-    sans = x509.SubjectAlternativeName(
-        [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]
-    )
-    _issue(
-        layout.org_dir(org) / "tlsca",
-        subject,
-        [sans, x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH])],
-        out,
-    )
-    return out

@@ -1,10 +1,15 @@
-"""Bring a loopback Fabric network up and down: three Raft orderers, two organisations with a
+"""Bring a Fabric network up and down: three Raft orderers, two organisations with a CA, a
 peer and a chaincode server each, the channel, and the Wattlease contract on it.
 
-`up()` is idempotent: every step first checks whether it is already done (crypto material,
-genesis block, a node running, a channel joined, a package installed, a definition
-committed) and skips it, so running it twice, or after a crash, finishes the job instead of
-starting over. `down()` stops every process and waits until each port is closed.
+A `Network` acts for the parties whose hosts it runs on (`parties`; all of them on the
+loopback network): each step does that host's share. `up()` runs every step for every party
+on one machine; on separate hosts the same steps run as `org init`, `channel create`,
+`org join` and `org commit` on each party's host (`__main__.py`, docs/operations.md).
+
+Every step first checks whether it is already done (identities, genesis block, a node
+running, a channel joined, a package installed, an approval, a definition committed) and
+skips it, so running it twice, or after a crash, finishes the job instead of starting over.
+`down()` stops every process and waits until each port is closed.
 """
 
 from __future__ import annotations
@@ -15,19 +20,21 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 from chaincode_client.fabric import FabricGatewayClient
-from chaincode_client.fabric_network import configs, processes
-from chaincode_client.fabric_network.enroll import issue_ccaas_tls
+from chaincode_client.fabric_network import configs, orgs, processes
+from chaincode_client.fabric_network.fabric_ca import CAInstall, find_ca_install
 from chaincode_client.fabric_network.layout import (
-    HOST,
+    ORDERER_ADMIN_HOST,
     FabricInstall,
     Layout,
     NetworkError,
+    Orderer,
     Org,
     find_install,
 )
@@ -46,6 +53,7 @@ GATEWAY_PROBE = json.dumps({"key": "node:gateway-probe"})  # a read any contract
 GATEWAY_POLL_S = 0.25
 
 Log = Callable[[str], None]
+Step = tuple[str, Callable[[], "str | None"]]
 T = TypeVar("T")
 
 
@@ -70,21 +78,46 @@ def _until_endorsed(attempt: Callable[[], T], who: str) -> tuple[T, int]:
 class Network:
     layout: Layout
     install: FabricInstall
+    ca_install: CAInstall
     log: Log = print
+    parties: frozenset[str] | None = None  # the hosts this one acts for (None: every one)
 
     @classmethod
-    def create(cls, layout: Layout, log: Log = print) -> Network:
-        return cls(layout, find_install(), log)
+    def create(
+        cls, layout: Layout, log: Log = print, parties: frozenset[str] | None = None
+    ) -> Network:
+        return cls(layout, find_install(), find_ca_install(), log, parties)
+
+    def here(self, party: str) -> bool:
+        return self.parties is None or party in self.parties
+
+    @property
+    def orderers(self) -> tuple[Orderer, ...]:
+        return tuple(o for o in self.layout.orderers if self.here(o.name))
+
+    @property
+    def orgs(self) -> tuple[Org, ...]:
+        return tuple(g for g in self.layout.orgs if self.here(g.msp_id))
 
     # -- the whole network ---------------------------------------------------------------
 
     def up(self) -> float:
         """Bring every part up (skipping what is already there); returns the seconds taken."""
-        started = time.monotonic()
-        self.layout.root.mkdir(parents=True, exist_ok=True)
-        steps: list[tuple[str, Callable[[], str | None]]] = [
-            ("crypto material (cryptogen)", self._crypto),
-            ("channel genesis block (configtxgen)", self._genesis),
+        seconds = self.run_steps(
+            [
+                ("crypto material (each organisation's own Fabric CA)", self.init_identities),
+                ("channel genesis block (configtxgen)", self.genesis),
+                *self.join_steps(),
+                *self.commit_steps(),
+            ]
+        )
+        self._write_state(up_seconds=round(seconds, 1))
+        return seconds
+
+    def join_steps(self) -> list[Step]:
+        """What each host does once it holds the genesis block: its orderers and peers start
+        and join, its organisations install, start and approve their chaincode."""
+        return [
             ("orderers", self._start_orderers),
             ("orderers join the channel (osnadmin)", self._join_orderers),
             ("Raft leader elected", self._wait_raft_leader),
@@ -92,9 +125,19 @@ class Network:
             ("peers join the channel", self._join_peers),
             ("chaincode packages installed", self._install_packages),
             ("chaincode servers", self._start_chaincode_servers),
-            (f"chaincode {self.layout.chaincode!r} approved and committed", self._deploy_default),
+        ]
+
+    def commit_steps(self) -> list[Step]:
+        """Approve (this host's organisations), then commit once every one approved."""
+        name = self.layout.chaincode
+        return [
+            (f"chaincode {name!r} approved and committed", self._deploy_default),
             ("both organisations endorse through the gateway", self._wait_gateway),
         ]
+
+    def run_steps(self, steps: list[Step]) -> float:
+        started = time.monotonic()
+        self.layout.root.mkdir(parents=True, exist_ok=True)
         for i, (title, step) in enumerate(steps, 1):
             t0 = time.monotonic()
             note = step()
@@ -102,24 +145,28 @@ class Network:
                 f"[{i}/{len(steps)}] {title}: {note or 'done'} "
                 f"({time.monotonic() - t0:.1f}s, {time.monotonic() - started:.1f}s total)"
             )
-        seconds = time.monotonic() - started
-        self._write_state(up_seconds=round(seconds, 1))
-        return seconds
+        return time.monotonic() - started
 
-    def down(self) -> list[int]:
-        """Stop every process; returns ports still open afterwards (empty on success)."""
-        for name in reversed(self.layout.process_names()):
+    def down(self) -> list[tuple[str, int]]:
+        """Stop every process of this host; returns (address, port) pairs still open
+        afterwards (empty on success)."""
+        for name in reversed(self.process_names()):
             if processes.stop(self.layout, name):
                 self.log(f"stopped {name}")
-        return processes.wait_ports_closed(self.layout.ports())
+        return processes.wait_ports_closed(self.layout.endpoints(self._party_names()))
+
+    def _party_names(self) -> tuple[str, ...]:
+        return tuple(p for p in self.layout.parties if self.here(p))
+
+    def process_names(self) -> list[str]:
+        return self.layout.process_names(self._party_names())
 
     def status(self) -> dict[str, object]:
         state = self._read_state()
         return {
             "root": str(self.layout.root),
             "processes": {
-                name: processes.running_pid(self.layout, name)
-                for name in self.layout.process_names()
+                name: processes.running_pid(self.layout, name) for name in self.process_names()
             },
             "channel": self.layout.channel,
             "chaincodes": state.get("chaincodes", {}),
@@ -129,7 +176,7 @@ class Network:
 
     def is_up(self) -> bool:
         return all(
-            processes.running_pid(self.layout, n) for n in self.layout.process_names()
+            processes.running_pid(self.layout, n) for n in self.process_names()
         ) and self.layout.chaincode in self._read_state().get("chaincodes", {})
 
     # -- state file ----------------------------------------------------------------------
@@ -148,28 +195,37 @@ class Network:
 
     # -- steps ---------------------------------------------------------------------------
 
-    def _crypto(self) -> str | None:
-        if (self.layout.crypto / "peerOrganizations").is_dir():
-            return "already there"
-        cfg = self.layout.root / "config" / "crypto-config.yaml"
-        configs.write_yaml(cfg, configs.crypto_config(self.layout))
-        tmp = self.layout.root / "crypto.tmp"
-        processes.run(
-            [
-                self.install.binary("cryptogen"),
-                "generate",
-                f"--config={cfg}",
-                f"--output={tmp}",
-            ],
-            os.environ,
-            "cryptogen generate",
-        )
-        tmp.replace(self.layout.crypto)
-        for org in self.layout.orgs:
-            issue_ccaas_tls(self.layout, org)
-        return None
+    def init_identities(self, orderer_secrets: dict[str, str] | None = None) -> str | None:
+        """This host's share of the identities: its organisation's CA and keys, or an
+        orderer's keys enrolled from the ordering organisation's CA (with the secret its
+        admin handed over: `orderer_secrets`, read from the admin's host when it is here).
+        The ordering organisation and each application organisation work side by side."""
+        tasks = [partial(self._init_orderers, dict(orderer_secrets or {}))]
+        tasks += [partial(orgs.init_org, self.ca_install, self.layout, org) for org in self.orgs]
+        with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+            made = [name for done in pool.map(lambda task: task(), tasks) for name in done]
+        return f"made {', '.join(made)}" if made else "already there"
 
-    def _genesis(self) -> str | None:
+    def _init_orderers(self, secrets: dict[str, str]) -> list[str]:
+        made: list[str] = []
+        if self.here(ORDERER_ADMIN_HOST):
+            made += orgs.init_orderer_org(self.ca_install, self.layout)
+        for orderer in self.orderers:
+            if self.here(ORDERER_ADMIN_HOST) and orderer.name not in secrets:
+                secrets[orderer.name] = orgs.orderer_secret(self.layout, orderer)
+            enrolled = (self.layout.orderer_dir(orderer) / "msp" / "signcerts").is_dir()
+            if orderer.name not in secrets and not enrolled:
+                raise NetworkError(
+                    f"{orderer.name}: no enrollment secret; the ordering organisation's admin "
+                    f"prints it on {ORDERER_ADMIN_HOST}'s host (`org secret {orderer.name}`)"
+                )
+        jobs = [
+            partial(orgs.init_orderer, self.ca_install, self.layout, o, secrets.get(o.name, ""))
+            for o in self.orderers
+        ]
+        return made + orgs.in_parallel(jobs)
+
+    def genesis(self) -> str | None:
         block = self.genesis_block
         if block.is_file():
             return "already there"
@@ -199,17 +255,19 @@ class Network:
         return self.layout.root / "config" / f"{self.layout.channel}.block"
 
     def _start_orderers(self) -> str | None:
-        started = [o.name for o in self.layout.orderers if self.start_node(o.name)]
+        started = [o.name for o in self.orderers if self.start_node(o.name)]
         return f"started {', '.join(started)}" if started else "already running"
 
     def _start_peers(self) -> str | None:
-        started = [g.peer_name for g in self.layout.orgs if self.start_node(g.peer_name)]
+        started = [g.peer_name for g in self.orgs if self.start_node(g.peer_name)]
         return f"started {', '.join(started)}" if started else "already running"
 
     def start_node(self, name: str) -> bool:
         """Start orderer, peer or chaincode server `name` unless it runs; wait for its port."""
         if processes.running_pid(self.layout, name) is not None:
             return False
+        if name == orgs.ORDERER_CA:
+            return bool(orgs.init_orderer_org(self.ca_install, self.layout))
         for orderer in self.layout.orderers:
             if orderer.name == name:
                 cfg = self.layout.node_dir(name) / "config"
@@ -221,7 +279,7 @@ class Network:
                     self.layout, name, [self.install.binary("orderer")], env, self.layout.root
                 )
                 processes.wait_port(
-                    self.layout, name, pid, orderer.admin_port, NODE_START_TIMEOUT_S
+                    self.layout, name, pid, orderer.admin_port, NODE_START_TIMEOUT_S, orderer.ip
                 )
                 return True
         for org in self.layout.orgs:
@@ -233,10 +291,15 @@ class Network:
                 env = {**configs.NODE_ENV_DEFAULTS, **os.environ, "FABRIC_CFG_PATH": str(cfg)}
                 argv = [self.install.binary("peer"), "node", "start"]
                 pid = processes.start(self.layout, name, argv, env, self.layout.root)
-                processes.wait_port(self.layout, name, pid, org.peer_port, NODE_START_TIMEOUT_S)
+                processes.wait_port(
+                    self.layout, name, pid, org.peer_port, NODE_START_TIMEOUT_S, org.ip
+                )
                 return True
             if org.ccaas_name == name:
                 self._start_ccaas(org)
+                return True
+            if org.ca_name == name:
+                orgs.init_org(self.ca_install, self.layout, org)
                 return True
         raise NetworkError(f"no process {name!r} in this network: {self.layout.process_names()}")
 
@@ -253,7 +316,7 @@ class Network:
                 "channel",
                 *argv,
                 "-o",
-                f"{HOST}:{orderer.admin_port}",
+                f"{orderer.ip}:{orderer.admin_port}",
                 "--ca-file",
                 str(self.layout.orderer_tls_ca()),
                 "--client-cert",
@@ -275,6 +338,10 @@ class Network:
         return info if isinstance(info, dict) and info.get("name") else None
 
     def _join_orderers(self) -> str | None:
+        """Every orderer joins the channel: the ordering org's admin (on orderer0's host)
+        calls each orderer's channel participation API over the network."""
+        if not self.here(ORDERER_ADMIN_HOST):
+            return "not this host's job (the ordering organisation's admin joins them)"
         joined = []
         for orderer in self.layout.orderers:
             listing = self._osnadmin(orderer.index, "list")
@@ -292,6 +359,8 @@ class Network:
         return f"joined {', '.join(joined)}" if joined else "already members"
 
     def _wait_raft_leader(self) -> str | None:
+        if not self.here(ORDERER_ADMIN_HOST):
+            return "not this host's job"
         deadline = time.monotonic() + RAFT_READY_TIMEOUT_S
         while time.monotonic() < deadline:
             infos = [self._orderer_channel(o.index) for o in self.layout.orderers]
@@ -346,7 +415,7 @@ class Network:
 
     def _join_peers(self) -> str | None:
         joined = []
-        for org in self.layout.orgs:
+        for org in self.orgs:
             listing = self.peer_cli(org, "channel", "list", what=f"{org.peer_name} channel list")
             if self.layout.channel in listing.split():
                 continue
@@ -369,7 +438,7 @@ class Network:
         return build_package(
             CHAINCODE_LABEL,
             Connection(
-                f"{HOST}:{org.ccaas_port}",
+                f"{org.ip}:{org.ccaas_port}",
                 root_cert=self.layout.peer_tls_ca(org).read_text(),
                 client_cert=(peer_tls / "server.crt").read_text(),
                 client_key=(peer_tls / "server.key").read_text(),
@@ -381,7 +450,7 @@ class Network:
 
     def _install_packages(self) -> str | None:
         installed = []
-        for org in self.layout.orgs:
+        for org in self.orgs:
             pkg_id = self.package_id(org)
             listing = self.peer_cli(
                 org, "lifecycle", "chaincode", "queryinstalled", what="queryinstalled"
@@ -398,7 +467,7 @@ class Network:
                     what=f"install the chaincode package on {org.peer_name}",
                 )
                 installed.append(org.peer_name)
-        self._write_state(package_ids={g.msp_id: self.package_id(g) for g in self.layout.orgs})
+        self._write_state(package_ids={g.msp_id: self.package_id(g) for g in self.orgs})
         return f"installed on {', '.join(installed)}" if installed else "already installed"
 
     def _start_ccaas(self, org: Org) -> None:
@@ -407,7 +476,7 @@ class Network:
             **os.environ,
             "PYTHONPATH": str(REPO_ROOT),
             "CHAINCODE_ID": self.package_id(org),
-            "CHAINCODE_SERVER_ADDRESS": f"{HOST}:{org.ccaas_port}",
+            "CHAINCODE_SERVER_ADDRESS": f"{org.ip}:{org.ccaas_port}",
             "CHAINCODE_TLS_KEY": str(tls / "key.pem"),
             "CHAINCODE_TLS_CERT": str(tls / "cert.pem"),
             "CHAINCODE_TLS_CLIENT_CA": str(self.layout.peer_tls_ca(org)),
@@ -419,17 +488,21 @@ class Network:
             CHAINCODE_FACTORY,
         ]
         pid = processes.start(self.layout, org.ccaas_name, argv, env, REPO_ROOT)
-        processes.wait_port(self.layout, org.ccaas_name, pid, org.ccaas_port, NODE_START_TIMEOUT_S)
+        processes.wait_port(
+            self.layout, org.ccaas_name, pid, org.ccaas_port, NODE_START_TIMEOUT_S, org.ip
+        )
 
     def _start_chaincode_servers(self) -> str | None:
-        started = [g.ccaas_name for g in self.layout.orgs if self.start_node(g.ccaas_name)]
+        started = [g.ccaas_name for g in self.orgs if self.start_node(g.ccaas_name)]
         return f"started {', '.join(started)}" if started else "already running"
 
     def _wait_gateway(self) -> str | None:
         """Right after a start, a peer's gateway may not yet know the other organisation's
         peer (gossip, discovery): the first submits cannot meet the AND policy. Wait until a
         read-only transaction commits, endorsed by both."""
-        client = FabricGatewayClient.from_env(self.layout.client_env(self.layout.orgs[0].msp_id))
+        if not self.orgs:
+            return "no organisation on this host"
+        client = FabricGatewayClient.from_env(self.layout.client_env(self.orgs[0].msp_id))
         try:
             receipt, tries = _until_endorsed(
                 lambda: client.submit("GetHistory", GATEWAY_PROBE), "both organisations"
@@ -444,7 +517,7 @@ class Network:
         policy cannot be met ("required chaincodes are not installed on sufficient peers").
         Wait until every organisation's gateway can have chaincode `name` endorsed by all."""
         tries = 0
-        for org in self.layout.orgs:
+        for org in self.orgs:
             env = {**self.layout.client_env(org.msp_id), "FABRIC_CHAINCODE": name}
             client = FabricGatewayClient.from_env(env)
             try:
@@ -455,16 +528,15 @@ class Network:
         return tries
 
     def _deploy_default(self) -> str | None:
+        if not self.orgs:
+            return "no organisation on this host"
         return self.deploy(self.layout.chaincode)
 
-    def deploy(self, name: str) -> str | None:
-        """Define chaincode `name` on the channel, backed by the installed package: approved
-        by both organisations, committed with both required to endorse. Several names can
-        share the package; each has its own state (a namespace), which is how the contract
-        suite gives every test an empty ledger on one network."""
-        if name in self._read_state().get("chaincodes", {}):
-            return "already committed"
-        definition = [
+    def approve_default(self) -> str | None:
+        return self.approve(self.layout.chaincode)
+
+    def _definition(self, name: str) -> list[str]:
+        return [
             "--channelID",
             self.layout.channel,
             "--name",
@@ -476,8 +548,10 @@ class Network:
             "--signature-policy",
             configs.ENDORSEMENT_POLICY,
         ]
+
+    def _committed(self, name: str) -> bool:
         committed = self.peer_cli(
-            self.layout.orgs[0],
+            self.orgs[0],
             "lifecycle",
             "chaincode",
             "querycommitted",
@@ -485,43 +559,66 @@ class Network:
             self.layout.channel,
             what="querycommitted",
         )
-        if f"Name: {name}," not in committed:
-            readiness = self.peer_cli(
-                self.layout.orgs[0],
+        return f"Name: {name}," in committed
+
+    def _approvals(self, name: str) -> dict[str, bool]:
+        readiness = self.peer_cli(
+            self.orgs[0],
+            "lifecycle",
+            "chaincode",
+            "checkcommitreadiness",
+            *self._definition(name),
+            "--output",
+            "json",
+            what=f"checkcommitreadiness of {name}",
+        )
+        return json.loads(readiness[readiness.find("{") :]).get("approvals", {})
+
+    def approve(self, name: str) -> str | None:
+        """This host's organisations approve chaincode `name` backed by their own package."""
+        if not self.orgs:
+            return "no organisation on this host"
+        if self._committed(name):
+            return "already committed"
+        approvals = self._approvals(name)
+        approved = []
+        for org in self.orgs:
+            if approvals.get(org.msp_id):
+                continue
+            self.peer_cli(
+                org,
                 "lifecycle",
                 "chaincode",
-                "checkcommitreadiness",
-                *definition,
-                "--output",
-                "json",
-                what=f"checkcommitreadiness of {name}",
+                "approveformyorg",
+                *self._orderer_flags(),
+                *self._definition(name),
+                "--package-id",
+                self.package_id(org),
+                what=f"{org.msp_id} approves chaincode {name}",
             )
-            approvals = json.loads(readiness[readiness.find("{") :]).get("approvals", {})
-            for org in self.layout.orgs:
-                if approvals.get(org.msp_id):
-                    continue
-                self.peer_cli(
-                    org,
-                    "lifecycle",
-                    "chaincode",
-                    "approveformyorg",
-                    *self._orderer_flags(),
-                    *definition,
-                    "--package-id",
-                    self.package_id(org),
-                    what=f"{org.msp_id} approves chaincode {name}",
-                )
+            approved.append(org.msp_id)
+        return f"approved by {', '.join(approved)}" if approved else "already approved"
+
+    def commit(self, name: str) -> str | None:
+        """Commit chaincode `name` once every organisation approved it (both must endorse),
+        then wait until this host's organisations can have it endorsed by all."""
+        if name in self._read_state().get("chaincodes", {}):
+            return "already committed"
+        if not self._committed(name):
+            missing = [m for m, ok in self._approvals(name).items() if not ok]
+            if missing:
+                raise NetworkError(f"chaincode {name}: not approved yet by {', '.join(missing)}")
             peers: list[str] = []
-            for org in self.layout.orgs:
+            for org in self.layout.orgs:  # the other organisations' peers: public addresses
                 peers += ["--peerAddresses", org.peer_address]
                 peers += ["--tlsRootCertFiles", str(self.layout.peer_tls_ca(org))]
             self.peer_cli(
-                self.layout.orgs[0],
+                self.orgs[0],
                 "lifecycle",
                 "chaincode",
                 "commit",
                 *self._orderer_flags(),
-                *definition,
+                *self._definition(name),
                 *peers,
                 what=f"commit chaincode {name}",
             )
@@ -529,3 +626,13 @@ class Network:
         chaincodes = {**self._read_state().get("chaincodes", {}), name: CHAINCODE_VERSION}
         self._write_state(chaincodes=chaincodes)
         return f"endorsable by every organisation after {tries} tries"
+
+    def deploy(self, name: str) -> str | None:
+        """Define chaincode `name` on the channel, backed by the installed package: approved
+        by both organisations, committed with both required to endorse. Several names can
+        share the package; each has its own state (a namespace), which is how the contract
+        suite gives every test an empty ledger on one network."""
+        if name in self._read_state().get("chaincodes", {}):
+            return "already committed"
+        self.approve(name)
+        return self.commit(name)

@@ -97,11 +97,13 @@ def port_open(port: int, host: str = HOST) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
-def wait_port(layout: Layout, name: str, pid: int, port: int, timeout_s: float) -> None:
-    """Wait until process `name` (`pid`) accepts connections on `port`, or say why not."""
+def wait_port(
+    layout: Layout, name: str, pid: int, port: int, timeout_s: float, host: str = HOST
+) -> None:
+    """Wait until process `name` (`pid`) accepts connections on `host:port`, or say why not."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if port_open(port):
+        if port_open(port, host):
             return
         if not alive(pid):
             raise NetworkError(f"{name} exited during start-up; {tail(layout, name)}")
@@ -109,13 +111,16 @@ def wait_port(layout: Layout, name: str, pid: int, port: int, timeout_s: float) 
     raise NetworkError(f"{name} did not open port {port} in {timeout_s:.0f}s; {tail(layout, name)}")
 
 
-def wait_ports_closed(ports: Sequence[int], timeout_s: float = STOP_GRACE_S) -> list[int]:
-    """Ports still accepting connections after `timeout_s` (empty when all closed)."""
+def wait_ports_closed(
+    endpoints: Sequence[tuple[str, int]], timeout_s: float = STOP_GRACE_S
+) -> list[tuple[str, int]]:
+    """(address, port) pairs still accepting connections after `timeout_s` (empty when all
+    are closed)."""
     deadline = time.monotonic() + timeout_s
-    busy = [p for p in ports if port_open(p)]
+    busy = [e for e in endpoints if port_open(e[1], e[0])]
     while busy and time.monotonic() < deadline:
         time.sleep(POLL_S)
-        busy = [p for p in busy if port_open(p)]
+        busy = [e for e in busy if port_open(e[1], e[0])]
     return busy
 
 

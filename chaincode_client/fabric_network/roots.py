@@ -2,8 +2,9 @@
 
 An auditor checks a Fabric receipt (`python -m ledger verify-receipt FILE --trust ROOTS.pem`)
 against the roots of the channel it was told to trust, never against certificates the receipt
-carries. On the loopback network they are the CA certificates cryptogen wrote into each
-organisation's MSP (`msp/cacerts`), the same ones the channel's configuration holds.
+carries. They are the CA certificates each organisation published (`public/<MSP>/msp/cacerts`:
+its own Fabric CA's), the same ones the channel's configuration holds; on an organisation's
+own host, the others' are the copies it was handed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,6 @@ def _cacert(msp_dir: Path) -> bytes:
 def roots_pem(layout: Layout, chaincode: str | None = None) -> str:
     """The roots file (`ledger.audit.fabric_trust` format) of the network laid out by `layout`, for
     receipts of `chaincode` (default: the layout's Wattlease chaincode)."""
-    orderers = {ORDERER_MSP: _cacert(layout.orderer_org_dir() / "msp")}
-    orgs = {org.msp_id: _cacert(layout.org_dir(org) / "msp") for org in layout.orgs}
+    orderers = {ORDERER_MSP: _cacert(layout.public_dir(ORDERER_MSP) / "msp")}
+    orgs = {org.msp_id: _cacert(layout.public_dir(org.msp_id) / "msp") for org in layout.orgs}
     return format_roots(layout.channel, chaincode or layout.chaincode, orderers, orgs)

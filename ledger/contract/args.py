@@ -11,7 +11,10 @@ import base64
 import binascii
 import json
 import re
-from typing import Any
+from typing import Any, cast
+
+from attest.errors import PolicyError
+from attest.policy import DEFAULT_BANK, LEDGER_BANKS, PcrPolicy, pcr_index
 
 MAX_ARG_BYTES = 64 * 1024  # one JSON argument; a quote + PCRs is ~2 KiB
 MAX_LIST_ITEMS = 64  # GPUs per node/lease, attestation ids per lease
@@ -143,20 +146,17 @@ def pcr_policy(obj: dict[str, Any], field: str = "pcr_policy") -> dict[str, Any]
     age_field = f"{field}.max_age_s"
     max_age_s = integer({age_field: value.get("max_age_s")}, age_field, 1, 366 * 24 * 3600)
     pcrs = value.get("pcrs")
-    if not isinstance(pcrs, dict) or set(pcrs) != {"sha256"}:
-        raise ArgumentError(f"{field}.pcrs: must be {{'sha256': {{index: hex}}}}")
-    bank = pcrs["sha256"]
-    if not isinstance(bank, dict) or not 1 <= len(bank) <= 24:
-        raise ArgumentError(f"{field}.pcrs.sha256: must map 1-24 PCR indices to digests")
+    try:  # the one rule for a policy on the ledger (attest.policy): banks, indices, values
+        PcrPolicy.for_ledger({"pcrs": pcrs})
+    except PolicyError as exc:
+        raise ArgumentError(f"{field}.pcrs: {exc}") from None
     golden: dict[str, str] = {}
-    for index, digest in bank.items():
-        if not index.isdigit() or not 0 <= int(index) <= 23 or str(int(index)) != index:
-            raise ArgumentError(f"{field}.pcrs.sha256: PCR index {_short(index)} not in 0..23")
-        name = f"{field}.pcrs.sha256[{index}]"
-        hexbytes({name: digest}, name, 32, 32)
+    for index, digest in cast(dict, pcrs)[DEFAULT_BANK].items():  # for_ledger accepted it
+        name = f"{field}.pcrs.{DEFAULT_BANK}[{index}]"
+        hexbytes({name: digest}, name, 32, 32)  # the ledger's canonical form: lower-case hex
         golden[index] = digest
     policy: dict[str, Any] = {
-        "pcrs": {"sha256": dict(sorted(golden.items(), key=lambda kv: int(kv[0])))},
+        "pcrs": {DEFAULT_BANK: dict(sorted(golden.items(), key=lambda kv: int(kv[0])))},
         "max_age_s": max_age_s,
     }
     if "challenge_window_s" in value:  # optional: how long an IssueChallenge nonce stays open
@@ -168,19 +168,22 @@ def pcr_policy(obj: dict[str, Any], field: str = "pcr_policy") -> dict[str, Any]
 
 
 def pcr_values(obj: dict[str, Any], field: str = "pcr_values") -> dict[str, dict[int, bytes]]:
+    """A quote's PCR values, {bank: {index: hex}}, in the banks the ledger records."""
     value = obj.get(field)
     if (
         not isinstance(value, dict)
-        or set(value) != {"sha256"}
-        or not isinstance(value["sha256"], dict)
+        or set(value) != LEDGER_BANKS
+        or not isinstance(value[DEFAULT_BANK], dict)
     ):
-        raise ArgumentError(f"{field}: must be {{'sha256': {{index: hex}}}}")
+        raise ArgumentError(f"{field}: must be {{'{DEFAULT_BANK}': {{index: hex}}}}")
     out: dict[int, bytes] = {}
-    for index, digest in value["sha256"].items():
-        if not index.isdigit() or not 0 <= int(index) <= 23:
-            raise ArgumentError(f"{field}.sha256: PCR index {_short(index)} not in 0..23")
-        name = f"{field}.sha256[{index}]"
-        out[int(index)] = hexbytes({name: digest}, name, 32, 32)
+    for index, digest in value[DEFAULT_BANK].items():
+        try:
+            pcr = pcr_index(DEFAULT_BANK, index)
+        except PolicyError as exc:
+            raise ArgumentError(f"{field}.{exc}") from None
+        name = f"{field}.{DEFAULT_BANK}[{index}]"
+        out[pcr] = hexbytes({name: digest}, name, 32, 32)
     if not out:
-        raise ArgumentError(f"{field}.sha256: must not be empty")
-    return {"sha256": out}
+        raise ArgumentError(f"{field}.{DEFAULT_BANK}: must not be empty")
+    return {DEFAULT_BANK: out}

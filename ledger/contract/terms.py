@@ -20,15 +20,15 @@ from typing import Any
 from ledger.canonical import dumps, loads
 from ledger.contract import args as args
 from ledger.contract.state import ContractError
+from ledger.units import MS_PER_HOUR, MS_PER_MINUTE, MW_PER_W
 
 DATA_DIR = Path(__file__).parent.parent / "data"  # ledger/data: package data
 RATE_CARD_PATH = DATA_DIR / "rate-card-v1.json"
 RATE_CARD_SCHEMA = "wattlease.rate-card/1"
-MS_PER_HOUR = 3_600_000
 MAX_PLANNED_MS = 24 * 366 * MS_PER_HOUR  # a year: the web app's longest lease
 # How long before its ledger record a lease may say it started: the relay's outage tolerance.
 MAX_BACKDATE_MS = 24 * MS_PER_HOUR
-MAX_FUTURE_MS = 5 * 60 * 1000  # a start ahead of the endorser's clock (client clock skew)
+MAX_FUTURE_MS = 5 * MS_PER_MINUTE  # a start ahead of the endorser's clock (client clock skew)
 PRIORITY_LIMIT = 100
 MAX_PUE_MILLI = 5000
 RATE_CARD_KIND = "rate_card"  # the governance kind of a rate card both organisations approve
@@ -284,7 +284,7 @@ def check_terms(
         raise ContractError(f"[terms.precision] {gen} has no dense {terms['precision']} figure")
     if sorted(terms["attributed_power_mw"]) != sorted(g["uuid"] for g in gpus):
         raise ContractError("[terms.gpus] attributed_power_mw must name exactly the lease's GPUs")
-    board_mw = facts.board_power_w * 1000
+    board_mw = facts.board_power_w * MW_PER_W
     over = {u: mw for u, mw in terms["attributed_power_mw"].items() if mw > board_mw}
     if over:
         raise ContractError(

@@ -14,6 +14,7 @@ import random
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
+from ledger.units import MS_PER_HOUR, MS_PER_S, MW_PER_W
 from scheduler.telemetry.sample import TelemetrySample
 
 IDLE_ANCHORS = {2: 0.623, 3: 0.623, 4: 0.623, 10: 0.191, 11: 0.191, 12: 0.191}
@@ -21,7 +22,6 @@ DAILY_MEAN_IDLE = 0.387
 IDLE_UTIL_PCT = 5  # a sample below this compute utilisation counts as idle
 IDLE_POWER_SHARE = 0.12  # idle draw as a share of board power
 RESET_PROBABILITY = 2e-5  # per sample: a driver restart zeroes the energy counter
-MS_PER_HOUR = 3_600_000
 
 
 def _profile() -> tuple[float, ...]:
@@ -55,9 +55,9 @@ def _reading(rng: random.Random, gpu: SyntheticGpu, working: bool) -> tuple[int,
     if working:
         util, mem = rng.randrange(55, 101), rng.randrange(15, 96)
         power_w = gpu.board_power_w * (0.45 + 0.5 * util / 100)
-        return util, mem, int(power_w * 1000), rng.randrange(55, 88)
+        return util, mem, int(power_w * MW_PER_W), rng.randrange(55, 88)
     util, mem = rng.randrange(0, IDLE_UTIL_PCT), rng.randrange(0, 4)
-    return util, mem, int(gpu.board_power_w * IDLE_POWER_SHARE * 1000), rng.randrange(32, 46)
+    return util, mem, int(gpu.board_power_w * IDLE_POWER_SHARE * MW_PER_W), rng.randrange(32, 46)
 
 
 def _advance(rng: random.Random, energy: dict[str, int], gpu: str, power_mw: int, step_s: int):
@@ -81,7 +81,7 @@ def synthetic_trace(
     energy = {gpu.uuid: rng.randrange(0, 10**9) for gpu in gpus}
     steps = int(hours * 3600 // step_s)
     for step in range(steps + 1):
-        t_ms = start_ms + step * step_s * 1000
+        t_ms = start_ms + step * step_s * MS_PER_S
         hour = (t_ms // MS_PER_HOUR + utc_offset_h) % 24
         idle_p = Q2_IDLE_BY_HOUR[hour]
         for gpu in gpus:
@@ -104,13 +104,13 @@ def occupancy_trace(
     GPU's counter (mJ) and is advanced in place, so consecutive pieces of trace continue
     one another; the first sample of a piece is one step after `start_ms`."""
     for step in range(1, seconds // step_s + 1):
-        t_ms = start_ms + step * step_s * 1000
+        t_ms = start_ms + step * step_s * MS_PER_S
         for gpu in gpus:
             if gpu.uuid in leased:
                 util, mem, power_mw, temp = _reading(rng, gpu, True)
             else:
                 util, mem = 0, 0
-                power_mw = int(gpu.board_power_w * IDLE_POWER_SHARE * 1000)
+                power_mw = int(gpu.board_power_w * IDLE_POWER_SHARE * MW_PER_W)
                 temp = rng.randrange(30, 40)
             if gpu.uuid not in energy:
                 energy[gpu.uuid] = rng.randrange(0, 10**9)

@@ -1,6 +1,6 @@
 """`python -m chaincode_client.fabric_network roots`: the channel's trust roots an auditor
-checks Fabric receipts against, read from the network's MSP folders (CAs made at run time,
-laid out where cryptogen writes them)."""
+checks Fabric receipts against, read from the MSP folders each organisation published (CAs
+made at run time, laid out where `org init` publishes them)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ from tests.ledger.fabric_chain import Org
 
 def lay_out_cas(layout: Layout) -> dict[str, Org]:
     cas = {ORDERER_MSP: Org(ORDERER_MSP)} | {o.msp_id: Org(o.msp_id) for o in layout.orgs}
-    folders = {ORDERER_MSP: layout.orderer_org_dir()} | {
-        o.msp_id: layout.org_dir(o) for o in layout.orgs
-    }
-    for msp_id, folder in folders.items():
+    for msp_id in cas:
+        folder = layout.public_dir(msp_id)
         (folder / "msp" / "cacerts").mkdir(parents=True)
         (folder / "msp" / "cacerts" / "ca-cert.pem").write_bytes(cas[msp_id].pem)
     return cas

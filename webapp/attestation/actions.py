@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from attest import enrol
+from attest.errors import PolicyError
 from attest.inventory import inventory_digest
 from attest.nonces import NonceRecord, NonceRegistry
 from attest.pcrfile import PcrValues
@@ -28,6 +29,7 @@ from attest.readings import qualifying_data
 from attest.verdict import SEVERITY_ERROR, SEVERITY_INFO, ClockInfo
 from attest.verifier import verify_quote
 from ledger.contract.terms import reported_generation_mismatches
+from webapp.attestation import health
 from webapp.attestation import telemetry as node_telemetry
 from webapp.attestation.models import Attestation, EnrolmentSession, Nonce
 from webapp.attestation.nonce_store import DbNonceStore
@@ -94,21 +96,19 @@ def node_for_token(token: str) -> Node | None:
 
 
 def _policy_gaps(node: Node) -> list[dict[str, str]]:
-    """The ledger registers a node with concrete golden values, so a node is enrolled only
-    once its policy has one for every selected PCR."""
-    missing = [
-        f"{bank}:{pcr}"
-        for bank, pcrs in node.pcr_policy.pcrs.items()
-        for pcr, value in pcrs.items()
-        if value is None
-    ]
-    if not missing:
+    """The ledger registers a node only with a policy it records (attest.policy's one rule:
+    its banks, a golden value for every selected PCR), so a node enrols only then."""
+    try:
+        problems = policy_of(node).ledger_problems()
+    except PolicyError as exc:  # stored without the model's checks
+        problems = [str(exc)]
+    if not problems:
         return []
     return [
         {
             "code": "policy_incomplete",
-            "detail": f"PCR policy {node.pcr_policy.name!r} has no golden value for "
-            f"{', '.join(missing)}; an operator must record them before nodes enrol",
+            "detail": f"PCR policy {node.pcr_policy.name!r} cannot go on the ledger: "
+            f"{'; '.join(problems)}; an operator must fix it before nodes enrol",
         }
     ]
 
@@ -346,6 +346,7 @@ def record_quote(
             raise EnrolmentRefused(
                 [{"code": "telemetry_refused", "detail": str(refused)}]
             ) from None
+        health.record_boot(node, verdict.reasons)
         node.trust = Node.TRUSTED if verdict.valid else Node.FAILED
         if verdict.valid:
             node.last_good_attestation = attestation.created

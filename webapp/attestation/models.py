@@ -86,3 +86,23 @@ class Nonce(models.Model):
     subject = models.CharField(max_length=100)
     expires_at = models.FloatField(help_text="UNIX time")
     consumed = models.BooleanField(default=False)
+
+
+class NodeEvent(models.Model):
+    """Something that happened to a node's TPM or agent, for its page and its operator: a
+    power loss its quote showed (attest.clock), an authorisation its TPM refused, which its
+    agent reported before it stopped (attest.agent.supervise)."""
+
+    POWER_LOSS = "tpm_power_loss"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    code = models.CharField(max_length=40)
+    detail = models.TextField(blank=True)
+    reported_by_agent = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.code} @ {self.created:%H:%M:%S}"

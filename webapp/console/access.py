@@ -9,6 +9,7 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
 
 from webapp.tenancy.models import Membership
 
@@ -31,7 +32,8 @@ def tenant_page(view: View) -> View:
         membership = Membership.objects.select_related("tenant").filter(user=request.user)
         found = membership.first()
         if found is None:
-            return _refuse(request, f"{request.user} is not a member of any tenant.")
+            why = _("%(user)s is not a member of any tenant.") % {"user": request.user}
+            return _refuse(request, why)
         request.membership = found  # type: ignore[attr-defined]
         return view(request, *args, **kwargs)
 
@@ -47,7 +49,7 @@ def owner_action(view: View) -> View:
         if request.method != "POST":
             return HttpResponse("use POST", status=405, headers={"Allow": "POST"})
         if not request.membership.can_write:  # type: ignore[attr-defined]
-            return _refuse(request, "Members read; only the tenant's owner may change leases.")
+            return _refuse(request, _("Members read; only the tenant's owner may change leases."))
         return view(request, *args, **kwargs)
 
     return wrapped

@@ -9,13 +9,12 @@ from webapp.leasing import states
 from webapp.leasing.models import Lease
 
 DONE_PCT = 100
-FINISHED = frozenset({states.ENDING, states.SETTLED})
 
 
 def progress_pct(lease: Lease, now: datetime, hour_s: float) -> int:
     """Elapsed share of the planned hours of an active lease (0 before it starts, 100 once
     it ended); `hour_s` is how long one leased hour lasts (3600 s, or the demo's clock)."""
-    if lease.state in FINISHED:
+    if lease.state in states.ENDED:
         return DONE_PCT
     if lease.started is None:
         return 0

@@ -14,13 +14,15 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from scheduler.telemetry.sample import CSV_FIELDS
 from webapp.console.access import owner_action, tenant_page
 from webapp.console.progress import progress_pct
+from webapp.core.templatetags.units import word
 from webapp.fleet.models import GPU, Generation
 from webapp.fleet.telemetry import samples_between
-from webapp.leasing import actions, bill_audit, scheduling, states
+from webapp.leasing import actions, bill_audit, quote, scheduling, states, story
 from webapp.leasing import bills as bill_lines
 from webapp.leasing.api.serializers import LeaseRequestSerializer
 from webapp.leasing.models import Lease, Settlement
@@ -63,7 +65,12 @@ def leases_live(request: HttpRequest) -> JsonResponse:
     return JsonResponse(
         {
             "leases": [
-                {"id": r["lease"].pk, "state": r["lease"].state, "progress": r["progress"]}
+                {
+                    "id": r["lease"].pk,
+                    "state": r["lease"].state,
+                    "word": word(r["lease"].state),  # as the page says it, in its language
+                    "progress": r["progress"],
+                }
                 for r in rows
             ]
         }
@@ -73,14 +80,19 @@ def leases_live(request: HttpRequest) -> JsonResponse:
 @tenant_page
 def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
     lease = _lease(request, pk)
+    steps = story.story(lease)
     context = {
         "lease": lease,
         "progress": progress_pct(lease, timezone.now(), settings.LEASE_HOUR_S),
-        "lines": lease.price.get("lines", []),
-        "price": {k: v for k, v in lease.price.items() if k != "lines"},
+        # the quote explained from the terms the ledger records (from the last move on)
+        "quote": quote.explain(lease.terms) if lease.terms else None,
+        "moved": any(step.step == "migrated" for step in steps),
+        "story": steps,
+        "ledger_steps": story.STEP_WRITES,
+        "nodes": story.node_quotes(lease),
         "generations": Generation.objects.order_by("catalogue_id"),
-        "can_end": lease.state == states.ACTIVE,
-        "can_cancel": lease.state in (states.REQUESTED, states.PLACED),
+        "can_end": lease.state in states.ENDABLE,
+        "can_cancel": lease.state in states.CANCELLABLE,
         "bill": bill_lines.bill(lease.settlements.all(), tenant=lease.tenant.slug),
     }
     bill_audit.add_verdicts(context["bill"]["lines"])
@@ -99,7 +111,7 @@ def lease_request(request: HttpRequest) -> HttpResponse:
                 return render(
                     request,
                     "console/forbidden.html",
-                    {"why": "Members read; only the tenant's owner may request leases."},
+                    {"why": _("Members read; only the tenant's owner may request leases.")},
                     status=403,
                 )
             try:
@@ -111,7 +123,7 @@ def lease_request(request: HttpRequest) -> HttpResponse:
             except actions.LeaseError as refused:  # above the tenant's entitlement or quota
                 context["errors"] = {refused.code: [str(refused)]}
                 return render(request, "console/request.html", context)
-            messages.success(request, f"Lease {lease.pk} requested.")
+            messages.success(request, _("Lease %(pk)s requested.") % {"pk": lease.pk})
             return redirect("console-lease", pk=lease.pk)
         context["preview"] = scheduling.preview(**form.validated_data)
     elif form is not None:
@@ -122,7 +134,11 @@ def lease_request(request: HttpRequest) -> HttpResponse:
 @owner_action
 def lease_end(request: HttpRequest, pk: int) -> HttpResponse:
     lease = _lease(request, pk)
-    _do(request, lambda: actions.end_lease(lease, actor=_actor(request)), f"Lease {pk} ended.")
+    _do(
+        request,
+        lambda: actions.end_lease(lease, actor=_actor(request)),
+        _("Lease %(pk)s ended.") % {"pk": pk},
+    )
     return redirect("console-lease", pk=pk)
 
 
@@ -132,7 +148,7 @@ def lease_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     _do(
         request,
         lambda: actions.cancel_lease(lease, reason="by tenant", actor=_actor(request)),
-        f"Lease {pk} cancelled.",
+        _("Lease %(pk)s cancelled.") % {"pk": pk},
     )
     return redirect("console-lease", pk=pk)
 
@@ -147,7 +163,7 @@ def lease_migrate(request: HttpRequest, pk: int) -> HttpResponse:
         _do(
             request,
             lambda: scheduling.migrate(lease, generation, actor=_actor(request)),
-            f"Lease {pk} moved to {generation}.",
+            _("Lease %(pk)s moved to %(generation)s.") % {"pk": pk, "generation": generation},
         )
     return redirect("console-lease", pk=pk)
 

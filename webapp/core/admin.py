@@ -1,3 +1,5 @@
+from collections.abc import Callable
+
 from django.contrib import admin
 
 from webapp.core.models import AuditEvent
@@ -18,3 +20,17 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class DeletesThroughAction:
+    """ModelAdmin mixin: deleting one row or a selection calls the app's `remove_action`
+    (`remove_action(obj, actor=...)`: one transaction, one audit row each), never the ORM."""
+
+    remove_action: Callable[..., None]
+
+    def delete_model(self, request, obj):
+        type(self).remove_action(obj, actor=str(request.user))
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            type(self).remove_action(obj, actor=str(request.user))

@@ -10,6 +10,7 @@ from typing import Any
 from django.core.cache import cache
 from django.db.models import Count, Q, Sum
 
+from ledger.units import MS_PER_DAY
 from scheduler import api as scheduler
 from scheduler.advice import SCALE_WINDOW_MS
 from scheduler.telemetry.sample import TelemetrySample as Sample
@@ -17,7 +18,7 @@ from webapp.fleet.models import GPU, GpuHour, TelemetrySample
 from webapp.leasing import states
 from webapp.leasing.models import Lease
 
-HEATMAP_WINDOW_MS = 28 * 24 * 3_600_000  # four weeks of hourly rollups
+HEATMAP_WINDOW_MS = 28 * MS_PER_DAY  # four weeks of hourly rollups
 ADVICE_MAX_ROWS = 200_000  # bound the work of one refresh; newest rows first
 HEATMAP_CACHE_S = 60
 FIELDS = ("gpu__uuid", "t_ms", "energy_mj", "power_mw", "util_gpu_pct", "util_mem_pct", "temp_c")

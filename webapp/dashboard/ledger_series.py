@@ -6,18 +6,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter, defaultdict
-from datetime import UTC, datetime
 from typing import Any
 
+from ledger.units import datetime_of_ms, ms_of
 from webapp.dashboard.ranges import Range, bucket_of
 from webapp.outbox.models import OutboxEntry
 
 MAX_ENTRIES = 50_000  # bound one page's work: the newest entries of the range
 LATENCY_PERCENTILES = (50, 99)
-
-
-def _ms(when: datetime) -> int:
-    return int(when.timestamp() * 1000)
 
 
 def _percentile(values: list[float], pct: int) -> float | None:
@@ -29,7 +25,7 @@ def _percentile(values: list[float], pct: int) -> float | None:
 
 def ledger_page(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
     since, until = rng.window(now_ms)
-    since_dt = datetime.fromtimestamp(since / 1000, tz=UTC)
+    since_dt = datetime_of_ms(since)
     entries = list(
         OutboxEntry.objects.filter(created__gte=since_dt)
         .order_by("-created")
@@ -46,7 +42,7 @@ def ledger_page(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
         codes[e["validation_code"] or e["status"].upper()] += 1
         if e["done"] is None:
             continue
-        b = bucket_of(_ms(e["done"]), rng.bucket_ms)
+        b = bucket_of(ms_of(e["done"]), rng.bucket_ms)
         txs[b] += 1
         if e["block_number"] is not None:
             blocks[b].add(e["block_number"])
@@ -76,6 +72,6 @@ def _depth(entries: list[dict], rng: Range, since: int, until: int) -> tuple[lis
     then less those committed by then."""
     step = rng.bucket_ms
     edges = list(range(bucket_of(since, step) + step, until + step, step))
-    made = sorted(_ms(e["created"]) for e in entries)
-    done = sorted(_ms(e["done"]) for e in entries if e["done"] is not None)
+    made = sorted(ms_of(e["created"]) for e in entries)
+    done = sorted(ms_of(e["done"]) for e in entries if e["done"] is not None)
     return edges, [bisect_right(made, edge) - bisect_right(done, edge) for edge in edges]

@@ -7,6 +7,8 @@ from typing import Any
 
 from django.db.models import Count, F, Sum
 
+from ledger.units import MW_PER_W
+from webapp.attestation import health
 from webapp.attestation.models import Attestation
 from webapp.dashboard.ranges import Range
 from webapp.fleet.models import GpuHour, Node, TelemetrySample
@@ -14,6 +16,7 @@ from webapp.leasing import states
 
 MAX_ATTESTATIONS = 500
 MAX_FAILED_SHOWN = 50
+MAX_EVENTS_SHOWN = 50
 
 
 def differing_pcrs(measured: dict, golden: dict) -> list[dict[str, str]]:
@@ -64,7 +67,12 @@ def node_page(node: Node, rng: Range, now_ms: int | None = None) -> dict[str, An
             "last_good_attestation": node.last_good_attestation.isoformat()
             if node.last_good_attestation
             else None,
+            "not_attested": health.why_not_attested(node),
         },
+        "events": [
+            {"at": e.created.isoformat(), "code": e.code, "detail": e.detail}
+            for e in node.events.all()[:MAX_EVENTS_SHOWN]
+        ],
         "timeline": _timeline(quotes),
         "failed": failed,
         "gpus": gpus,
@@ -97,5 +105,5 @@ def _power(node: Node, rng: Range, since: int, until: int) -> dict[str, list]:
         .annotate(p=total, n=count)
         .order_by("b")
     )
-    points = [(r["b"], round(r["p"] / r["n"] / 1000, 1)) for r in buckets if r["n"]]
+    points = [(r["b"], round(r["p"] / r["n"] / MW_PER_W, 1)) for r in buckets if r["n"]]
     return {"t": [t for t, _ in points], "watts": [w for _, w in points]}

@@ -9,31 +9,36 @@ from typing import Any
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from webapp.dashboard import capacity, ledger_series, nodes, series
 from webapp.dashboard.ranges import RANGES, BadRange, Range, parse_range
+from webapp.dashboard.strings import page_strings
+from webapp.fleet import rate_card
 from webapp.fleet.models import Node
 
 BAD_REQUEST = 400
 
 PAGES: dict[str, tuple[str, Callable[[Range], dict[str, Any]]]] = {
-    "utilisation": ("Utilisation over time", series.utilisation),
-    "cost": ("Cost over time", series.cost),
-    "ledger": ("Ledger", ledger_series.ledger_page),
+    "utilisation": (gettext_lazy("Utilisation over time"), series.utilisation),
+    "cost": (gettext_lazy("Cost over time"), series.cost),
+    "ledger": (gettext_lazy("Ledger"), ledger_series.ledger_page),
     "capacity": (
-        "Idle capacity",
+        gettext_lazy("Idle capacity"),
         lambda rng: {"heatmap": capacity.idle_heatmap(), "advice": capacity.scaling_advice()},
     ),
 }
 
 
-def _context(page: str, title: str) -> dict[str, Any]:
+def _context(page: str, title: object) -> dict[str, Any]:
     return {
         "page": page,
         "title": title,
         "source": "data.json",  # each page's data, relative to it
         "ranges": list(RANGES),
         "nodes": Node.objects.order_by("name").values_list("name", "trust"),
+        "strings": page_strings(rate_card.currency()),
     }
 
 
@@ -49,7 +54,7 @@ def _json(request: HttpRequest, build: Callable[[Range], dict[str, Any]]) -> Jso
 def page(request: HttpRequest, name: str) -> HttpResponse:
     if name not in PAGES:
         return HttpResponse(status=404)
-    title, _ = PAGES[name]
+    title = PAGES[name][0]
     return render(request, f"dashboard/ops_{name}.html", _context(name, title))
 
 
@@ -63,8 +68,9 @@ def data(request: HttpRequest, name: str) -> JsonResponse:
 @staff_member_required
 def node_page(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
-    context = _context("node", f"Node {node.name}")
-    return render(request, "dashboard/ops_node.html", {**context, "node": node})
+    context = _context("node", _("Node %(name)s") % {"name": node.name})
+    events = node.events.all()[: nodes.MAX_EVENTS_SHOWN]
+    return render(request, "dashboard/ops_node.html", {**context, "node": node, "events": events})
 
 
 @staff_member_required

@@ -6,9 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-MS_PER_MINUTE = 60_000
-MS_PER_HOUR = 60 * MS_PER_MINUTE
-MS_PER_DAY = 24 * MS_PER_HOUR
+from ledger.units import MS_PER_DAY, MS_PER_HOUR, MS_PER_MINUTE
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ attributed against measured energy. Read in a few grouped queries per range."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Count, F, Sum
 
 from ledger import money
+from ledger.units import datetime_of_ms, ms_of
 from scheduler import api as scheduler
 from scheduler.advice import QUEUEING_COMPUTE_MIN, QUEUEING_MEM_BW_MAX
 from webapp.dashboard.ranges import Range, bucket_of
@@ -100,14 +100,6 @@ def _label(gpu: GPU) -> str:
     return f"{gpu.node.name}/{gpu.index} {gpu.generation.catalogue_id}"
 
 
-def _dt(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def _ms(when: datetime) -> int:
-    return int(when.timestamp() * 1000)
-
-
 def cost(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
     """Per bucket, in micro-units: the totals of the bill lines whose interval ended in it
     (so the buckets add up to the bills, webapp.leasing.bills), by tenant and by generation,
@@ -123,10 +115,12 @@ def cost(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
     energy: dict[int, list[int]] = defaultdict(lambda: [0, 0])
     without_terms = 0
     started = Lease.objects.filter(
-        started__gte=_dt(since), started__lt=_dt(until), price_total_micro__isnull=False
+        started__gte=datetime_of_ms(since),
+        started__lt=datetime_of_ms(until),
+        price_total_micro__isnull=False,
     ).select_related("tenant")
     for lease in started:
-        b = bucket_of(_ms(lease.started), rng.bucket_ms)
+        b = bucket_of(ms_of(lease.started), rng.bucket_ms)
         quoted[lease.tenant.name][b] += lease.price_total_micro
     lines = Settlement.objects.filter(end_ms__gte=since, end_ms__lt=until)
     for s in lines.select_related("lease__tenant"):

@@ -9,6 +9,7 @@ from django.db.models import Avg, Count, Q, Sum
 from django.utils import timezone
 
 from ledger.money import from_micro
+from ledger.units import MW_PER_W, ms_of
 from webapp.dashboard import capacity
 from webapp.fleet import rate_card
 from webapp.fleet.models import GPU, Node, TelemetrySample
@@ -76,7 +77,7 @@ def nodes() -> list[dict[str, Any]]:
 
 def utilisation(now=None) -> list[dict[str, Any]]:
     """Mean compute and memory-bandwidth utilisation per generation over the window."""
-    since_ms = int(((now or timezone.now()) - UTILISATION_WINDOW).timestamp() * 1000)
+    since_ms = ms_of((now or timezone.now()) - UTILISATION_WINDOW)
     rows = (
         TelemetrySample.objects.filter(t_ms__gte=since_ms)
         .values("gpu__generation__catalogue_id")
@@ -88,7 +89,7 @@ def utilisation(now=None) -> list[dict[str, Any]]:
             "generation": r["gpu__generation__catalogue_id"],
             "util_gpu": round(r["util"] / 100, 3),
             "util_mem_bw": round(r["mem"] / 100, 3),
-            "power_w": round(r["power"] / 1000, 1),
+            "power_w": round(r["power"] / MW_PER_W, 1),
         }
         for r in rows
     ]

@@ -6,6 +6,8 @@ from django.shortcuts import render
 
 from webapp.dashboard.access import may_view
 from webapp.dashboard.snapshot import snapshot
+from webapp.dashboard.strings import page_strings
+from webapp.fleet import rate_card
 
 
 def _login_required(request):
@@ -19,7 +21,9 @@ def _login_required(request):
 
 def overview(request):
     return _login_required(request) or render(
-        request, "dashboard/overview.html", {"snap": snapshot()}
+        request,
+        "dashboard/overview.html",
+        {"snap": snapshot(), "strings": page_strings(rate_card.currency())},
     )
 
 

@@ -9,6 +9,7 @@ good quote (as if Secure Boot had been switched off), so the dashboard shows it 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
 import signal
@@ -20,10 +21,13 @@ from pathlib import Path
 from django.conf import settings
 from django.db import close_old_connections
 
-from attest.agent.http import BAD_REQUEST, AgentApi, AgentApiError, attest_once, enrol
-from attest.agent.tpm import Agent
+from attest.agent.http import AgentApi, enrol
+from attest.agent.supervise import AgentLoop
+from attest.agent.tpm import Agent, AkKey
+from attest.clock import is_power_loss
+from attest.policy import DEFAULT_SELECTION
 from attest.readings import row_text
-from attest.swtpm import LocalCA, Swtpm, start_node_tpm
+from attest.swtpm import DEMO_DA_PARAMETERS, LocalCA, Swtpm, start_node_tpm
 from scheduler.telemetry.sample import CSV_FIELDS
 from webapp.attestation import actions as attestation_actions
 from webapp.fleet import rate_card
@@ -34,8 +38,8 @@ log = logging.getLogger("wattlease.demo.agents")
 SERVER_WAIT_S = 60.0
 TAMPERED_NODE_INDEX = -1  # the last demo node
 TAMPER_EVENT = b"demo: Secure Boot disabled"
-POLICY_PCRS = "sha256:0,2,7"
 STOP_WAIT_S = 3.0
+AK_STATE_FILE = "agent-ak.json"  # the AK's public and TPM-wrapped private part
 MAX_READINGS_PER_QUOTE = 10_000  # ~600 KB, under the agent API's limit; the rest goes next
 
 
@@ -66,14 +70,23 @@ class DemoAgents:
         self.tpms: dict[str, Swtpm] = {}
         self.threads: list[threading.Thread] = []
         self.stop_event = threading.Event()
+        self.say = print
 
     def prepare(self, nodes: list[Node], policy: PcrPolicy, progress=print) -> None:
         """Start the swtpms, trust their EK CA (TPM_EK_CA_DIR) and record the golden values
         from the first node."""
+        self.say = progress
         ca = LocalCA(self.root / "ca")
         for node in nodes:
             progress(f"  starting swtpm for {node.name}…")
-            self.tpms[node.name] = start_node_tpm(self.root / node.name, ca)
+            self.tpms[node.name] = tpm = start_node_tpm(self.root / node.name, ca)
+            if tpm.lost_power:
+                progress(
+                    f"  node {node.name} recovering after power loss: its TPM was stopped "
+                    "without an orderly shutdown (the demo killed or crashed); it attests "
+                    "again with its next quote"
+                )
+            self._da_parameters(node.name, tpm)
         # swtpm_localca creates its CA with the first EK certificate; trust it from now on
         ca_dir = Path(settings.TPM_EK_CA_DIR)
         ca_dir.mkdir(parents=True, exist_ok=True)
@@ -98,7 +111,7 @@ class DemoAgents:
     def _record_golden_values(self, policy: PcrPolicy, reference: Node) -> None:
         """Golden values come from a reference machine, as an operator would take them."""
         with Agent(self.tpms[reference.name].tcti) as agent:
-            values = agent.read_pcrs(POLICY_PCRS)["sha256"]
+            values = agent.read_pcrs(DEFAULT_SELECTION)["sha256"]
         policy.pcrs = {"sha256": {str(i): v.hex() for i, v in values.items()}}
         policy.save()
 
@@ -112,33 +125,77 @@ class DemoAgents:
                 self.stop_event.wait(0.5)
         return False
 
+    def _da_parameters(self, node: str, tpm: Swtpm) -> None:
+        """The demo's explicit dictionary-attack parameters (docs/attestation.md). A TPM an
+        older demo left in lockout is let out with its (empty) lockout authorisation."""
+        tpm.set_da_parameters(DEMO_DA_PARAMETERS)
+        failures, limit = tpm.lockout_counter()
+        if failures >= limit:
+            tpm.reset_lockout()
+            self.say(f"  the TPM of {node} was in dictionary-attack lockout: reset")
+
+    def _open_tpm(self, node: str) -> Agent:
+        """The node's TPM; a swtpm that died (a crash: a power loss for its TPM) is started
+        again from its state on its port first."""
+        tpm = self.tpms[node]
+        if not tpm.alive and not self.stop_event.is_set():
+            self.say(f"swtpm of {node} stopped (a power loss): starting it again from its state")
+            tpm.start()
+            self._da_parameters(node, tpm)
+        return Agent(tpm.tcti)
+
     def _agent(self, node: str, token: str, inventory: list[dict[str, str]], tamper: bool) -> None:
         signals_to_main_thread()
         if not self._wait_for_server():
             log.error("agent of %s: server did not come up", node)
             return
-        api = AgentApi(self.server, token)
-        read_from_ms = time.time_ns() // 1_000_000  # the history before the demo is not billed
-        try:
-            with Agent(self.tpms[node].tcti) as agent:
-                ak = enrol(agent, api, inventory=inventory)
-                while not self.stop_event.is_set():
-                    try:
-                        readings, last_ms = read_counters(node, read_from_ms)
-                        close_old_connections()  # this thread's, between rounds
-                        verdict = attest_once(agent, api, ak, readings)
-                        read_from_ms = last_ms
-                        if tamper and verdict.get("valid"):
-                            agent.extend_pcr(7, TAMPER_EVENT)
-                    except (AgentApiError, OSError) as exc:
-                        if isinstance(exc, AgentApiError) and exc.status == BAD_REQUEST:
-                            read_from_ms = last_ms  # readings refused: never sent again
-                        if self.stop_event.is_set():  # the server went first: a round cut short
-                            break
-                        log.warning("agent of %s: %s", node, exc)
-                    self.stop_event.wait(self.interval_s)
-        except Exception:
-            log.exception("agent of %s stopped", node)
+        mark = [time.time_ns() // 1_000_000]  # the history before the demo is not billed
+
+        def counters() -> str:
+            close_old_connections()  # this thread's, between rounds
+            readings, mark[0] = read_counters(node, mark[0])
+            return readings
+
+        def on_verdict(agent: Agent, verdict: dict) -> None:
+            if is_power_loss(verdict.get("reasons") or []):
+                self.say(
+                    f"node {node} recovering after power loss: its TPM restarted without "
+                    "an orderly shutdown; attested again, the event is on its page"
+                )
+            if tamper and verdict.get("valid"):
+                agent.extend_pcr(7, TAMPER_EVENT)
+
+        loop = AgentLoop(
+            open_tpm=lambda: self._open_tpm(node),
+            api=AgentApi(self.server, token),
+            load_ak=lambda agent, api: self._load_ak(node, agent, api, inventory),
+            interval_s=self.interval_s,
+            stop=self.stop_event,
+            read_counters=counters,
+            on_verdict=on_verdict,
+            name=f"agent of {node}",
+        )
+        refused = loop.run()
+        if refused is not None:
+            self.say(
+                f"agent of {node} stopped: {refused} (reported; not retried, so the TPM "
+                "is not driven into dictionary-attack lockout)"
+            )
+
+    def _load_ak(
+        self, node: str, agent: Agent, api: AgentApi, inventory: list[dict[str, str]]
+    ) -> AkKey:
+        """The AK this node enrolled in an earlier run, if the server still has it (so a
+        restart keeps its registration and its clock record on the ledger); else enrol."""
+        state = self.root / node / AK_STATE_FILE
+        registered = Node.objects.filter(name=node).values_list("ak_public", flat=True).first()
+        if state.exists():
+            ak = AkKey.from_dict(json.loads(state.read_text()))
+            if registered is not None and bytes(registered) == ak.public:
+                return ak
+        ak = enrol(agent, api, inventory=inventory)
+        state.write_text(json.dumps(ak.to_dict()))
+        return ak
 
     def stop(self) -> None:
         """Stop promptly: agents are daemon threads; one stuck in an HTTP call to the

@@ -24,7 +24,7 @@ from webapp.fleet.models import PcrPolicy
 from webapp.outbox.ledger import ledger_client
 from webapp.outbox.records import pcr_policy_document, pcr_policy_id
 
-FABRIC_ADMIN_USER = "Admin"  # cryptogen's Admin@<org domain>: NodeOU admin
+FABRIC_ADMIN_USER = "Admin"  # Admin@<org domain> from its own Fabric CA: NodeOU admin
 
 
 @contextmanager

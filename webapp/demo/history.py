@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from ledger.units import MS_PER_DAY, MS_PER_HOUR, MS_PER_S
 from scheduler import api as scheduler
 from scheduler.telemetry.synthetic import SyntheticGpu
 from webapp.fleet.models import GPU, TelemetrySample
@@ -18,7 +19,6 @@ from webapp.fleet.telemetry import record_samples
 HISTORY_DAYS = 7
 HISTORY_STEP_S = 300  # one sample per GPU every 5 minutes
 RECORD_BATCH = 20_000
-MS_PER_DAY = 86_400_000
 HISTORY_SEED = 11
 # The history stops this long before the demo starts, so the live "last 10 minutes" views
 # show only the demo's own, lease-driven telemetry.
@@ -32,13 +32,13 @@ def seed_history(
     is stored already (a restarted demo keeps its history). Returns the samples stored."""
     now_ms = (now_ms or time.time_ns() // 1_000_000) - HISTORY_GAP_MS
     start_ms = int(now_ms - days * MS_PER_DAY)
-    if TelemetrySample.objects.filter(t_ms__lt=start_ms + step_s * 1000).exists():
+    if TelemetrySample.objects.filter(t_ms__lt=start_ms + step_s * MS_PER_S).exists():
         return 0
     fleet = [
         SyntheticGpu(uuid, int(power))
         for uuid, power in GPU.objects.values_list("uuid", "generation__board_power_w")
     ]
-    hours = (now_ms - start_ms) / 3_600_000 - step_s / 3600  # the last sample before now
+    hours = (now_ms - start_ms - step_s * MS_PER_S) / MS_PER_HOUR  # the last sample before now
     stored, batch = 0, []
     for sample in scheduler.synthetic_trace(
         fleet, start_ms, hours, step_s=step_s, seed=HISTORY_SEED

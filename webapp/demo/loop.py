@@ -19,12 +19,13 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections
+from django.db.models import OuterRef, Subquery
 
 from scheduler import api as scheduler
 from scheduler.telemetry.synthetic import SyntheticGpu, occupancy_trace
 from webapp.attestation.actions import mark_stale
 from webapp.demo.agents import signals_to_main_thread
-from webapp.fleet.models import GPU
+from webapp.fleet.models import GPU, TelemetrySample
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
 from webapp.leasing.lifecycle import run_pass
@@ -134,7 +135,7 @@ class DemoLoop(threading.Thread):
             for uuid, power in GPU.objects.values_list("uuid", "generation__board_power_w")
         ]
         path = Path(settings.DATA_DIR) / "demo-trace.csv"
-        rng, energy = random.Random(self.seed), {}
+        rng, energy = random.Random(self.seed), newest_counters()
         piece_start = time.time_ns() // 1_000_000
         while not self.stopping.is_set():
             leased = set(
@@ -160,3 +161,12 @@ class DemoLoop(threading.Thread):
             record_samples(batch)
             close_old_connections()
             piece_start += TRACE_PIECE_S * 1000
+
+
+def newest_counters() -> dict[str, int]:
+    """Each GPU's newest total-energy counter (mJ) on record, so the trace of a restarted
+    demo continues the counters instead of starting them anew: a counter that jumped across
+    a restart would measure energy no GPU drew, and the ledger would refuse its bill line."""
+    newest = TelemetrySample.objects.filter(gpu=OuterRef("pk")).order_by("-t_ms")
+    rows = GPU.objects.annotate(mj=Subquery(newest.values("energy_mj")[:1]))
+    return {uuid: mj for uuid, mj in rows.values_list("uuid", "mj") if mj is not None}

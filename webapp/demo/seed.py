@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from attest.policy import PcrPolicy as Policy
 from ledger.contract.terms import DEPLOYED as RATE_CARD
 from webapp.fleet.catalogue import sync_catalogue
 from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
@@ -51,7 +52,7 @@ def seed_demo() -> SeedResult:
     sync_catalogue()
     policy, _ = PcrPolicy.objects.get_or_create(
         name="demo-boot-policy",
-        defaults={"pcrs": {"sha256": {"0": None, "2": None, "7": None}}, "max_age_s": 300},
+        defaults={"pcrs": Policy.default().to_json()["pcrs"], "max_age_s": 300},
     )
     sites = [Site.objects.get_or_create(name=name)[0] for name in SITES]
     for name, site_index, generation_id, count in NODES:

@@ -6,6 +6,7 @@ from django.utils.html import format_html
 
 from chaincode_client.governance import document_digest
 from chaincode_client.interface import LedgerError
+from webapp.core.admin import DeletesThroughAction
 from webapp.fleet import actions, rate_card
 from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site
 from webapp.outbox.ledger import approved_policy
@@ -37,7 +38,8 @@ class GenerationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Site)
-class SiteAdmin(admin.ModelAdmin):
+class SiteAdmin(DeletesThroughAction, admin.ModelAdmin):
+    remove_action = actions.remove
     """PUE and tariff are shown from the rate card in force (ledger data, changed only by a
     proposal both organisations approve), not edited here."""
 
@@ -54,13 +56,6 @@ class SiteAdmin(admin.ModelAdmin):
                 messages.WARNING,
             )
 
-    def delete_model(self, request, obj):
-        actions.remove(obj, actor=str(request.user))
-
-    def delete_queryset(self, request, queryset):
-        for site in queryset:
-            actions.remove(site, actor=str(request.user))
-
     @admin.display(description="PUE (rate card)")
     def pue(self, site: Site) -> str:
         rates = rate_card.site_rates(site.name)
@@ -73,7 +68,8 @@ class SiteAdmin(admin.ModelAdmin):
 
 
 @admin.register(PcrPolicy)
-class PcrPolicyAdmin(admin.ModelAdmin):
+class PcrPolicyAdmin(DeletesThroughAction, admin.ModelAdmin):
+    remove_action = actions.remove
     """This server's copy of a PCR policy. The endorsers check the version both
     organisations approved on the ledger (governance kind `pcr_policy`, under `ledger_key`);
     an edit here takes effect on the ledger once one organisation's admin proposes the
@@ -86,13 +82,6 @@ class PcrPolicyAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         actions.save_pcr_policy(obj, actor=str(request.user))
-
-    def delete_model(self, request, obj):
-        actions.remove(obj, actor=str(request.user))
-
-    def delete_queryset(self, request, queryset):
-        for policy in queryset:
-            actions.remove(policy, actor=str(request.user))
 
     @admin.display(description="ledger key")
     def ledger_key(self, policy: PcrPolicy) -> str:
@@ -158,20 +147,14 @@ def ledger_standing(policy: PcrPolicy) -> str:
 
 
 @admin.register(GPU)
-class GPUAdmin(admin.ModelAdmin):
+class GPUAdmin(DeletesThroughAction, admin.ModelAdmin):
+    remove_action = actions.remove
     list_display = ("uuid", "node", "index", "generation")
     list_filter = ("generation__family", "generation", "node__site")
     search_fields = ("uuid", "node__name")
 
     def save_model(self, request, obj, form, change):
         actions.save_gpu(obj, actor=str(request.user))
-
-    def delete_model(self, request, obj):
-        actions.remove(obj, actor=str(request.user))
-
-    def delete_queryset(self, request, queryset):
-        for gpu in queryset:
-            actions.remove(gpu, actor=str(request.user))
 
 
 # TelemetrySample has no admin page: millions of rows a day, keyed by (GPU, instant), which

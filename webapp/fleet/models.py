@@ -6,6 +6,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from attest.errors import PolicyError
+from attest.policy import PcrPolicy as Parsed
+
 
 class Generation(models.Model):
     """A GPU generation and form factor, copied from the versioned catalogue data file."""
@@ -71,13 +74,16 @@ class PcrPolicy(models.Model):
         return self.max_age_s or settings.ATTESTATION_MAX_AGE_S
 
     def clean(self) -> None:
-        from attest.errors import PolicyError
-        from attest.policy import PcrPolicy as Parsed
-
+        """The ledger's rule (attest.policy), less completeness: a draft may leave golden
+        values null until an operator records them; a node enrols only once there are none
+        (attestation's enrolment asks `ledger_problems`)."""
         try:
-            Parsed.from_json({"pcrs": self.pcrs})
+            parsed = Parsed.from_json({"pcrs": self.pcrs})
         except PolicyError as exc:
             raise ValidationError({"pcrs": str(exc)}) from None
+        unsupported = parsed.unsupported_banks()
+        if unsupported:
+            raise ValidationError({"pcrs": unsupported})
 
 
 class Node(models.Model):

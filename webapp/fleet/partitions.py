@@ -13,8 +13,9 @@ from datetime import UTC, datetime
 
 from django.db import DatabaseError, connection, transaction
 
+from ledger.units import MS_PER_DAY, datetime_of_ms, ms_of
+
 TABLE = "fleet_telemetrysample"
-MS_PER_DAY = 86_400_000
 PARTITION_PREFIX = f"{TABLE}_p"  # then YYYYMMDD of the day it holds
 
 
@@ -28,12 +29,12 @@ def day_start_ms(t_ms: int) -> int:
 
 
 def partition_name(day_ms: int) -> str:
-    return PARTITION_PREFIX + datetime.fromtimestamp(day_ms / 1000, tz=UTC).strftime("%Y%m%d")
+    return PARTITION_PREFIX + datetime_of_ms(day_ms).strftime("%Y%m%d")
 
 
 def day_of(name: str) -> int:
     stamp = datetime.strptime(name.removeprefix(PARTITION_PREFIX), "%Y%m%d").replace(tzinfo=UTC)
-    return int(stamp.timestamp()) * 1000
+    return ms_of(stamp)
 
 
 def create_sql(day_ms: int) -> str:

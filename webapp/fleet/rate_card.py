@@ -22,7 +22,14 @@ from typing import Any
 from django.conf import settings
 
 from chaincode_client.interface import LedgerError
-from ledger.contract.terms import DEPLOYED, RATE_CARD_KIND, RateCard, approved_rate_card
+from ledger.contract.terms import (
+    DEPLOYED,
+    RATE_CARD_KIND,
+    RATE_CARD_PATH,
+    RateCard,
+    approved_rate_card,
+)
+from ledger.units import pue_of_milli
 from scheduler.catalogue import Catalogue, load_catalogue, parse_catalogue
 from webapp.outbox.ledger import approved_policy
 
@@ -37,6 +44,7 @@ class InForce:
 
 
 _DEPLOYED = InForce(DEPLOYED, load_catalogue(), None)
+DEPLOYED_DOCUMENT: dict[str, Any] = json.loads(RATE_CARD_PATH.read_text())
 _lock = threading.Lock()
 _current = _DEPLOYED
 _read_at = float("-inf")
@@ -57,13 +65,21 @@ def in_force() -> InForce:
         return _current
 
 
-def site_rates(name: str) -> tuple[Decimal, int] | None:
-    """(PUE, tariff in micro-units per kWh) of the site the card in force names `name`, or
-    None when it prices no such site."""
-    for site in in_force().card.sites.values():
+def site_rates(name: str, card: RateCard | None = None) -> tuple[Decimal, int] | None:
+    """(PUE, tariff in micro-units per kWh) of the site `card` (the card in force when None)
+    names `name`, or None when it prices no such site."""
+    for site in (card or in_force().card).sites.values():
         if site["name"] == name:
-            return Decimal(site["pue_milli"]) / 1000, site["tariff_micro_per_kwh"]
+            return pue_of_milli(site["pue_milli"]), site["tariff_micro_per_kwh"]
     return None
+
+
+def currency() -> str:
+    """The currency the card in force prices in (its `currency`, ISO 4217): the amounts
+    tenants are shown are micro-units of it."""
+    document = in_force().document
+    card = DEPLOYED_DOCUMENT if document is None else document.get("rate_card", {})
+    return str(card.get("currency", ""))
 
 
 def forget() -> None:

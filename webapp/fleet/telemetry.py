@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count, F, Max, Q, Sum
 
-from scheduler.advice import MS_PER_HOUR, hour_start_ms
+from ledger.units import MS_PER_HOUR
+from scheduler.advice import hour_start_ms
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from scheduler.telemetry.synthetic import IDLE_UTIL_PCT
 from webapp.core.events import publish_on_commit

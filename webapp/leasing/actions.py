@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger import money
+from ledger.units import ms_of
 from scheduler.api import IntervalSettlement
 from webapp.attestation.models import Attestation
 from webapp.core.events import audit, publish_on_commit
@@ -182,7 +183,7 @@ def cancel_lease(lease: Lease, *, reason: str, actor: str) -> Lease:
         placed = Lease.objects.filter(pk=lease.pk, state=states.PLACED).exists()
         lease = _transition(lease.pk, states.CANCELLED, actor, reason=reason)
         if placed:
-            records.lease_ended(lease, cancelled_ms=int(timezone.now().timestamp() * 1000))
+            records.lease_ended(lease, cancelled_ms=ms_of(timezone.now()))
     return lease
 
 

@@ -11,6 +11,7 @@ from django.db.models import QuerySet, Sum
 from django.urls import reverse
 from django.utils import timezone
 
+from ledger.units import datetime_of_ms, ms_of
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import cited_readings
 from webapp.leasing.models import Settlement
@@ -33,12 +34,12 @@ def month_bounds_ms(month: str) -> tuple[int, int]:
     nxt = (year + number // MONTHS_PER_YEAR, number % MONTHS_PER_YEAR + 1)
     start = datetime(year, number, 1, tzinfo=UTC)
     end = datetime(nxt[0], nxt[1], 1, tzinfo=UTC)
-    return int(start.timestamp() * 1000), int(end.timestamp() * 1000)
+    return ms_of(start), ms_of(end)
 
 
 def month_of(ms: int) -> str:
     """The month (`YYYY-MM`, UTC) that the instant `ms` falls in."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m")
+    return datetime_of_ms(ms).strftime("%Y-%m")
 
 
 def months(lines: QuerySet) -> list[str]:
@@ -99,7 +100,7 @@ def bill(lines: QuerySet, month: str | None = None, tenant: str = "") -> dict[st
     needs to audit the bill as a whole (ledger.audit.bill_whole): the tenant (its ledger id,
     the slug), the period the lines end in (null ends: every line) and `as_of_ms`, taken
     before the lines are read, so a line the ledger recorded before then is on the bill."""
-    as_of_ms = int(timezone.now().timestamp() * 1000)
+    as_of_ms = ms_of(timezone.now())
     start, end = month_bounds_ms(month) if month is not None else (None, None)
     chosen = in_month(lines, month).select_related("lease").order_by("end_ms", "lease", "seq")
     quotes = attesting_quotes(chosen)

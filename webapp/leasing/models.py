@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db import models
 
+from ledger.units import datetime_of_ms, ms_of
 from scheduler.catalogue import PRECISIONS as CATALOGUE_PRECISIONS
 from webapp.fleet.models import GPU
 from webapp.leasing import states
@@ -64,14 +64,14 @@ class Lease(models.Model):
     def ended_ms(self) -> int | None:
         """When the lease let its GPUs go, in ms: where its final line ends, and the end_ms
         the ledger's EndLease records (GPU time before it stays this lease's)."""
-        return None if self.ended is None else int(self.ended.timestamp() * 1000)
+        return None if self.ended is None else ms_of(self.ended)
 
     def lines_to_come(self) -> list[dict[str, Any]]:
         """Each move whose line before it is still to be settled: when it moved, and the
         generation whose terms that line is priced at."""
         return [
             {
-                "until": datetime.fromtimestamp(move["until_ms"] / 1000, tz=UTC),
+                "until": datetime_of_ms(move["until_ms"]),
                 "generation": move["terms"]["generation"],
             }
             for move in self.unsettled_moves

@@ -19,7 +19,6 @@ from webapp.outbox.models import OutboxEntry
 from webapp.tenancy.models import Tenant
 
 ENDED_ON_LEDGER = "ENDED"
-RUNNING = frozenset({states.PLACED, states.ACTIVE})
 MISSING = "does not exist"
 
 
@@ -61,9 +60,9 @@ def lease_drift(client: LedgerClient, lease: Lease) -> Iterator[str]:
         if here != there:
             yield f"{name}: GPUs {here} here, {there} on the ledger"
     if "end" not in in_flight:
-        ended_here = lease.state not in RUNNING
+        ended_here = lease.state not in states.RUNNING
         ended_there = on_ledger["status"] == ENDED_ON_LEDGER
-        if lease.state in RUNNING and ended_there:
+        if lease.state in states.RUNNING and ended_there:
             yield f"{name}: {lease.state} here, ended on the ledger"
         elif ended_here and rows.get("end") == OutboxEntry.DONE and not ended_there:
             yield f"{name}: {lease.state} here, still {on_ledger['status']} on the ledger"

@@ -24,10 +24,11 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 
+from ledger.units import MS_PER_DAY, ms_of
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import stored_rows
 from webapp.fleet.models import GpuHour
-from webapp.fleet.partitions import MS_PER_DAY, day_start_ms, drop_day, ensure_days, stored_days
+from webapp.fleet.partitions import day_start_ms, drop_day, ensure_days, stored_days
 from webapp.leasing import states
 from webapp.leasing.models import Lease, Settlement
 
@@ -52,10 +53,10 @@ def unsettled_since_ms() -> int | None:
     then on), or None."""
     started = (
         Lease.objects.filter(started__isnull=False)
-        .exclude(state__in=(states.SETTLED, states.CANCELLED))
+        .exclude(state__in=states.TERMINAL)
         .aggregate(t=Min("started"))["t"]
     )
-    return None if started is None else int(started.timestamp() * 1000)
+    return None if started is None else ms_of(started)
 
 
 def apply_retention(now_ms: int | None = None) -> Retained:

@@ -16,21 +16,22 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ledger.money import MS_PER_HOUR, from_micro
+from ledger.money import from_micro
+from ledger.units import ms_of
 from scheduler import api as scheduler
+from scheduler.inputs import measured_power_w, remaining_hours
 from webapp.attestation.models import Attestation
 from webapp.attestation.telemetry import attested_batches, attested_through
 from webapp.fleet import rate_card
 from webapp.fleet.models import GPU, Node, Site
 from webapp.fleet.telemetry import latest_by_gpu
-from webapp.leasing import actions, states
+from webapp.leasing import actions, quote, states
 from webapp.leasing.entitlements import effective_priority
 from webapp.leasing.models import Lease
 
 log = logging.getLogger(__name__)
 
 PREVIEW_JOB_ID = "preview"
-LOADED_UTIL_PCT = 50  # only a reading under load tells what the GPU draws when working
 
 
 def _attested_nodes() -> dict[int, Attestation]:
@@ -66,8 +67,12 @@ def job_entry(
     }
 
 
-def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
-    """The fleet and queue in the scheduler's documented schema (docs/scheduler.md)."""
+def build_plan_input(
+    rates: rate_card.InForce | None = None,
+) -> tuple[dict[str, Any], dict[int, Attestation]]:
+    """The fleet and queue in the scheduler's documented schema (docs/scheduler.md), its
+    sites named by the codes of the rate card in force (`rates`), as lease terms name them."""
+    rates = rates or rate_card.in_force()
     attested = _attested_nodes()
     holding = {
         lease.pk: lease
@@ -79,39 +84,36 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
     latest = latest_by_gpu()
     # a site's PUE and tariff are the rate card's, as the terms will have them; a GPU whose
     # site or generation the card does not price gets no terms the ledger accepts
-    card = rate_card.in_force().card
-    sites, priced_sites = [], set()
+    card = rates.card
+    sites, codes = [], {}
     for s in Site.objects.all():
-        rates = rate_card.site_rates(s.name)
-        if rates is not None:
-            pue, tariff = rates
-            sites.append(
-                {"id": str(s.pk), "pue": str(pue), "tariff_per_kwh": str(from_micro(tariff))}
-            )
-            priced_sites.add(s.pk)
+        found = rate_card.site_rates(s.name, card)
+        if found is not None:
+            pue, tariff = found
+            code = card.site_code(s.name)
+            sites.append({"id": code, "pue": str(pue), "tariff_per_kwh": str(from_micro(tariff))})
+            codes[s.pk] = code
     gpus = []
     unpriced: set[str] = set()
     for gpu in GPU.objects.select_related("node__site", "generation"):
         generation = gpu.generation.catalogue_id
-        if (
-            gpu.node.site_id not in priced_sites
-            or generation not in card.capacity_micro_per_gpu_hour
-        ):
+        if gpu.node.site_id not in codes or generation not in card.capacity_micro_per_gpu_hour:
             unpriced.add(f"{gpu.node.site.name}/{generation}")
             continue
         entry: dict[str, Any] = {
             "id": gpu.uuid,
             "generation": generation,
             "node": gpu.node.name,
-            "site": str(gpu.node.site_id),
+            "site": codes[gpu.node.site_id],
             "free": gpu.pk not in busy,
             "attested": gpu.node_id in attested,
         }
         sample = latest.get(gpu.uuid)
         if sample is not None:
             entry["temp_c"] = sample.temp_c
-            if sample.util_gpu_pct >= LOADED_UTIL_PCT and sample.power_mw > 0:
-                entry["power_w"] = str(Decimal(sample.power_mw) / 1000)
+            power_w = measured_power_w(sample.util_gpu_pct, sample.power_mw)
+            if power_w is not None:
+                entry["power_w"] = str(power_w)
         gpus.append(entry)
     if unpriced:
         log.warning("GPUs left out of planning, the rate card prices no %s", sorted(unpriced))
@@ -122,7 +124,7 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
             "priority": effective_priority(lease),
         }
         for pk, lease in holding.items()
-        if lease.state in (states.PLACED, states.ACTIVE)
+        if lease.state in states.PREEMPTIBLE
     ]
     jobs = [
         job_entry(
@@ -143,36 +145,34 @@ def build_plan_input() -> tuple[dict[str, Any], dict[int, Attestation]]:
 
 def _terms(
     placement: scheduler.Placement,
-    lease: Lease,
     gpus: list[GPU],
     attested: dict[int, Attestation],
     start: datetime,
 ) -> dict[str, Any]:
-    """What a lease records from a placement: the price breakdown, the ledger terms built
-    from it and the rate card (from `start` on), and the good quote of each node it runs on."""
-    rates = rate_card.in_force()
-    terms = scheduler.lease_terms(
-        placement.price,
-        rates.catalogue,
-        rates.card,
-        site=rates.card.site_code(gpus[0].node.site.name),
-        priority=effective_priority(lease),
-        start_ms=int(start.timestamp() * 1000),
-    )
+    """What a lease records from a placement: the price breakdown, the ledger terms the
+    scheduler built with the placement (from `start` on), and the good quote of each node
+    it runs on."""
     return {
         "price": placement.price.as_dict(),
-        "terms": terms,
+        "terms": placement.lease_terms(ms_of(start)),
         "attestations": sorted({attested[g.node_id] for g in gpus}, key=lambda a: a.pk),
     }
+
+
+def plan(data: dict[str, Any], rates: rate_card.InForce) -> scheduler.Plan:
+    """The scheduler's plan of `data` under the rate card and catalogue in force: ranked by
+    what each tenant pays, each placement with its lease terms and quote."""
+    return scheduler.plan_batch(data, rates.catalogue, card=rates.card)
 
 
 def place_requested(*, actor: str) -> scheduler.Plan:
     """Plan the queue and apply the plan: preemptions first, then placements; every job
     left out keeps its request with the scheduler's reason."""
-    data, attested = build_plan_input()
-    plan = scheduler.plan_batch(data, rate_card.in_force().catalogue)
-    apply_plan(plan, attested, actor=actor)
-    return plan
+    rates = rate_card.in_force()
+    data, attested = build_plan_input(rates)
+    planned = plan(data, rates)
+    apply_plan(planned, attested, actor=actor)
+    return planned
 
 
 def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor: str) -> list[str]:
@@ -210,7 +210,7 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
         attempt(
             f"place lease {lease.pk}",
             lambda lease=lease, gpus=gpus, placement=placement: actions.place_lease(
-                lease, gpus, **_terms(placement, lease, gpus, attested, now), actor=actor
+                lease, gpus, **_terms(placement, gpus, attested, now), actor=actor
             ),
         )
     for unplaced in plan.unplaced:
@@ -222,16 +222,17 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
 def preview(**request: Any) -> dict[str, Any]:
     """What a lease request (the fields of LeaseRequestSerializer) would get if it were
     placed now, planned by the scheduler exactly as the queue is, alone in the queue: the
-    GPUs and generation chosen and the scheduler's price breakdown, or why it would wait.
-    Nothing is written."""
-    data, _ = build_plan_input()
+    GPUs and generation chosen, the quote (`quote_micro`: the lease terms' Terms.quote(),
+    what the ledger would record) with its two parts, and the scheduler's energy breakdown,
+    or why it would wait. Nothing is written."""
+    rates = rate_card.in_force()
+    data, _ = build_plan_input(rates)
     data["jobs"] = [job_entry(PREVIEW_JOB_ID, **request)]
-    plan = scheduler.plan_batch(data, rate_card.in_force().catalogue)
-    if not plan.placements:
-        reason = plan.unplaced[0].reason if plan.unplaced else "no capacity"
+    planned = plan(data, rates)
+    if not planned.placements:
+        reason = planned.unplaced[0].reason if planned.unplaced else "no capacity"
         return {"placeable": False, "reason": reason}
-    placement = plan.placements[0]
-    price = placement.price.as_dict()
+    placement = planned.placements[0]
     return {
         "placeable": True,
         "reason": "",
@@ -239,8 +240,10 @@ def preview(**request: Any) -> dict[str, Any]:
         "gpus": list(placement.gpus),
         "planned_gpu_hours": str(sum(line.gpu_hours for line in placement.price.lines)),
         # other tenants' leases it would end: how many, never which
-        "preempts": len(plan.preempted),
-        "price": price,
+        "preempts": len(planned.preempted),
+        "quote_micro": placement.quote_micro,
+        "quote": quote.explain(placement.lease_terms(0)),
+        "price": placement.price.as_dict(),
     }
 
 
@@ -293,7 +296,7 @@ def settle_closed(*, actor: str) -> int:
     many leases were settled to their end."""
     done = 0
     closing = Q(
-        state__in=(states.ENDING, states.PREEMPTED, states.FAILED),
+        state__in=states.AWAITING_SETTLEMENT,
         started__isnull=False,
         ended__isnull=False,
     )
@@ -340,11 +343,10 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
     scheduler for the work that is left; the interval so far is settled at the old terms by
     the next settle pass after its readings are attested (settle_closed)."""
     states.check_migration(lease.pk, lease.state)  # before reading its running interval
-    data, attested = build_plan_input()
-    elapsed_h = Decimal((timezone.now() - lease.interval_started).total_seconds()) / 3600
-    planned_h = Decimal(lease.terms["planned_ms"]) / MS_PER_HOUR
-    done = min(Decimal(1), elapsed_h / planned_h) if planned_h > 0 else Decimal(1)
-    remaining = max(Decimal("0.01"), (lease.hours * (1 - done)).quantize(Decimal("0.01")))
+    rates = rate_card.in_force()
+    data, attested = build_plan_input(rates)
+    elapsed_ms = ms_of(timezone.now()) - ms_of(lease.interval_started)
+    remaining = remaining_hours(lease.hours, elapsed_ms, lease.terms["planned_ms"])
     data["gpus"] = [g for g in data["gpus"] if g["generation"] == generation]
     data["leases"] = []  # a migration never preempts anyone
     data["jobs"] = [
@@ -358,13 +360,13 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
             single_node=lease.single_node,
         )
     ]
-    plan = scheduler.plan_batch(data, rate_card.in_force().catalogue)
-    if not plan.placements:
-        reason = plan.unplaced[0].reason if plan.unplaced else "no capacity"
+    planned = plan(data, rates)
+    if not planned.placements:
+        reason = planned.unplaced[0].reason if planned.unplaced else "no capacity"
         raise actions.LeaseError(f"lease {lease.pk} cannot move to {generation}: {reason}")
-    placement = plan.placements[0]
+    placement = planned.placements[0]
     gpus = list(GPU.objects.filter(uuid__in=placement.gpus))
     now = timezone.now()
     return actions.migrate_lease(
-        lease, gpus, **_terms(placement, lease, gpus, attested, now), moved_at=now, actor=actor
+        lease, gpus, **_terms(placement, gpus, attested, now), moved_at=now, actor=actor
     )

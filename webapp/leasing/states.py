@@ -39,7 +39,31 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 HOLDS_GPUS = frozenset({PLACED, ACTIVE, ENDING})
 # A migration moves a running lease to other GPUs and keeps its state.
 MIGRATES_FROM = frozenset({ACTIVE})
-TERMINAL = frozenset({SETTLED, CANCELLED})
+
+# Every other set is derived from the table, never spelled out elsewhere.
+
+
+def _leading_to(target: str) -> frozenset[str]:
+    return frozenset(state for state, after in TRANSITIONS.items() if target in after)
+
+
+def _reachable_from(state: str) -> frozenset[str]:
+    seen = {state}
+    while new := {t for s in seen for t in TRANSITIONS[s]} - seen:
+        seen |= new
+    return frozenset(seen)
+
+
+TERMINAL = frozenset(state for state, after in TRANSITIONS.items() if not after)
+CANCELLABLE = _leading_to(CANCELLED)  # requested, placed: never ran
+ENDABLE = _leading_to(ENDING)  # active: the tenant may end it
+# Stopped drawing energy, its settlement due: ending, preempted, failed
+AWAITING_SETTLEMENT = frozenset(s for s, after in TRANSITIONS.items() if after == {SETTLED})
+# Holding GPUs and not ending: placed or active (what preemption may take, and what the
+# ledger must still show as running)
+RUNNING = HOLDS_GPUS - AWAITING_SETTLEMENT
+PREEMPTIBLE = RUNNING & _leading_to(PREEMPTED)
+ENDED = _reachable_from(ENDING)  # ended by the tenant: ending, then settled
 
 
 class IllegalTransition(Exception):

@@ -15,12 +15,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from ledger.money import MICRO_PER_UNIT
+from ledger.units import MJ_PER_J, MS_PER_S, MW_PER_W
+from webapp.attestation import health
 from webapp.dashboard import snapshot
 from webapp.fleet.models import GPU, Node, TelemetrySample
 from webapp.outbox.models import OutboxEntry
 
-MJ_PER_J = 1000
-MW_PER_W = 1000
 # A GPU whose latest sample is older than this is left out of the node power sums: its
 # reading no longer says what it draws now.
 POWER_FRESH_S = 300
@@ -61,6 +61,17 @@ def _nodes() -> Iterator[Metric]:
     for name, at in active.values_list("name", "last_good_attestation"):
         last.add_metric([name], at.timestamp())
     yield last
+    why = GaugeMetricFamily(
+        "wattlease_node_not_attested",
+        "1 for each node that cannot be leased on now, labelled with why (the reason code its "
+        "page shows: an agent's report such as tpm_lockout, the last quote's failure, stale)",
+        labels=["node", "reason"],
+    )
+    for node in Node.objects.exclude(trust=Node.TRUSTED).exclude(status=Node.QUARANTINED):
+        reason = health.why_not_attested(node)
+        if reason is not None:
+            why.add_metric([node.name, reason["code"]], 1)
+    yield why
 
 
 def _latest_samples() -> list[dict]:
@@ -118,7 +129,7 @@ def _telemetry() -> Iterator[Metric]:
     by_generation: dict[str, int] = {}
     drawn: dict[str, float] = {}
     limit: dict[str, Decimal] = {}
-    fresh_ms = (timezone.now().timestamp() - POWER_FRESH_S) * 1000
+    fresh_ms = (timezone.now().timestamp() - POWER_FRESH_S) * MS_PER_S
     for row in _latest_samples():
         gen, node = row["generation__catalogue_id"], row["node__name"]
         limit[node] = limit.get(node, Decimal(0)) + row["generation__board_power_w"]

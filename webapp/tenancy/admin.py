@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from webapp.core.admin import DeletesThroughAction
 from webapp.core.secrets_page import show_once
 from webapp.tenancy import actions
 from webapp.tenancy.actions import issue_api_key, revoke_api_key
@@ -16,17 +17,6 @@ SAVE = {
     Membership: actions.save_membership,
 }
 DELETE = {Membership: actions.remove, ApiKey: actions.remove}
-
-
-class RemovesThroughActions:
-    """Admin deletes (one row or a selection) go through tenancy's `remove` action."""
-
-    def delete_model(self, request, obj):
-        actions.remove(obj, actor=str(request.user))
-
-    def delete_queryset(self, request, queryset):
-        for obj in queryset:
-            actions.remove(obj, actor=str(request.user))
 
 
 class ApiKeyInline(admin.TabularInline):
@@ -49,7 +39,8 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(RemovesThroughActions, admin.ModelAdmin):
+class TenantAdmin(DeletesThroughAction, admin.ModelAdmin):
+    remove_action = actions.remove
     list_display = ("name", "slug", "max_gpus", "max_queued_requests", "max_priority", "created")
     search_fields = ("name", "slug")
     prepopulated_fields = {"slug": ("name",)}
@@ -85,7 +76,8 @@ class TenantAdmin(RemovesThroughActions, admin.ModelAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(RemovesThroughActions, admin.ModelAdmin):
+class ApiKeyAdmin(DeletesThroughAction, admin.ModelAdmin):
+    remove_action = actions.remove
     list_display = ("__str__", "tenant", "scope", "expires", "revoked", "last_used")
     list_filter = ("scope", "revoked", "tenant")
     search_fields = ("prefix", "tenant__name", "name")
@@ -106,7 +98,8 @@ class ApiKeyAdmin(RemovesThroughActions, admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(RemovesThroughActions, admin.ModelAdmin):
+class MembershipAdmin(DeletesThroughAction, admin.ModelAdmin):
+    remove_action = actions.remove
     list_display = ("user", "tenant", "role", "created")
     list_filter = ("role", "tenant")
     search_fields = ("user__username", "tenant__name")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from datetime import timedelta
 from decimal import Decimal
@@ -13,6 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from ledger import money
 from ledger.audit.bill import audit_bill
 from ledger.audit.receipt import verify_receipt
 from scheduler.telemetry.sample import TelemetrySample as Sample
@@ -22,6 +24,7 @@ from tests.webapp.helpers import Login, console_login
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, bills, states
 from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.scheduling import place_requested
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import Membership, Tenant
 
@@ -138,9 +141,46 @@ def test_preview_shows_the_breakdown_and_writes_nothing(owner_login, attested_no
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="price-preview"' in html and "A100-SXM4-80GB" in html
-    for label in ("Planned GPU-hours", "PUE", "Attributed power (W)", "Total"):
+    for label in ("Planned GPU-hours", "Capacity", "per GPU-hour", "PUE", "per kWh", "Quote"):
         assert label in html
     assert not Lease.objects.exists()
+
+
+def _micro(html: str, element_id: str) -> int:
+    return int(re.search(rf'id="{element_id}" data-micro="(-?\d+)"', html)[1])
+
+
+def test_console_api_and_ledger_show_one_quote_to_the_micro_unit(
+    owner_login, owner, attested_node, ledger
+):
+    """The price on the request form, the API's preview, the lease page and the API's lease
+    are the quote of the terms the ledger records (Terms.quote(): capacity + energy)."""
+    form = owner_login.client.post("/console/leases/new/", {**REQUEST, "preview": ""})
+    shown = _micro(form.content.decode(), "preview-total")
+    parts = (
+        _micro(form.content.decode(), "preview-capacity"),
+        _micro(form.content.decode(), "preview-energy"),
+    )
+    api = owner.client.post("/api/v1/price-preview/", REQUEST, format="json").json()
+    assert api["quote_micro"] == shown == sum(parts)
+    assert (api["quote"]["capacity_micro"], api["quote"]["energy_micro"]) == parts
+    owner_login.client.post("/console/leases/new/", {**REQUEST, "request": ""})
+    lease = Lease.objects.get()
+    place_requested(actor=ACTOR)
+    relay_once(ledger)
+    lease.refresh_from_db()
+    on_chain = json.loads(
+        ledger.evaluate("GetLease", json.dumps({"lease_id": str(lease.ledger_id)}))
+    )
+    recorded = money.Terms.of(on_chain["terms"]).quote()
+    assert recorded == shown
+    page = owner_login.client.get(f"/console/leases/{lease.pk}/").content.decode()
+    assert _micro(page, "lease-quote") == _micro(page, "lease-quote-total") == recorded
+    listed = owner_login.client.get("/console/").content.decode()
+    assert f'data-micro="{recorded}"' in listed
+    assert owner.client.get(f"/api/v1/leases/{lease.pk}/").json()["price_total_micro"] == recorded
+    # the energy breakdown's total alone is a fraction of it (what the console once showed)
+    assert money.to_micro(lease.price["total"]) < recorded / 2
 
 
 def test_preview_and_request_name_the_bad_field(owner_login, fleet):
@@ -195,7 +235,8 @@ def test_a_line_still_to_come_before_a_move_is_announced(owner_login, fleet):
     Lease.objects.filter(pk=lease.pk).update(unsettled_moves=[move])
     page = owner_login.client.get(f"/console/leases/{lease.pk}/").content.decode()
     generation = lease.terms["generation"]
-    assert f"the line up to the move at 1970-01-01 00:00:01 UTC, at the {generation} terms" in page
+    assert "To come: the line up to the move at" in page
+    assert "1970-01-01 00:00:01 UTC</time>" in page and f"at the {generation} terms" in page
 
 
 def test_live_progress_of_the_tenants_leases(owner_login, fleet, settings):
@@ -203,7 +244,8 @@ def test_live_progress_of_the_tenants_leases(owner_login, fleet, settings):
     lease = leases.active(owner_login.membership.tenant, fleet.gpus[:2])
     Lease.objects.filter(pk=lease.pk).update(started=lease.started.replace(year=2000))
     live = owner_login.client.get("/console/leases/live.json").json()
-    assert live == {"leases": [{"id": lease.pk, "state": "active", "progress": 100}]}
+    expected = {"id": lease.pk, "state": "active", "word": "running", "progress": 100}
+    assert live == {"leases": [expected]}
 
 
 # -- downloads, bills, attestation --
@@ -249,18 +291,20 @@ def test_bills_by_month_list_each_settlement_line(owner_login, outsider_login, f
     bill = bills.bill(Settlement.objects.filter(lease=mine), bills.month_of(line.end_ms))
     assert bill["total_micro"] == line.total_micro > 0
     html = owner_login.client.get("/console/bills/").content.decode()
-    assert f"1 line, total {bill['total_micro']} µ" in html and "comment" not in html
+    assert "1 line, total" in html and "comment" not in html
+    assert f'class="bill-total" data-micro="{bill["total_micro"]}"' in html
     for figure in (
         line.capacity_micro,
         line.priced_energy_micro,
-        line.measured_energy_mj,
         line.measured_energy_micro,
         line.settlement_micro,
         line.total_micro,
-    ):
-        assert f">{figure}<" in html, figure
+    ):  # in people's units, each exact in data-micro and on hover
+        assert f'data-micro="{figure}"' in html, figure
+        assert f"exactly {figure:,} micro-units" in html, figure
+    assert f"exactly {line.measured_energy_mj:,} mJ" in html
     assert f'data-month="{bills.month_of(line.end_ms)}"' in html
-    assert f">#{theirs.pk}</a>" not in html and f">{other.total_micro}<" not in html
+    assert f">#{theirs.pk}</a>" not in html and f'data-micro="{other.total_micro}"' not in html
 
 
 def test_lease_page_shows_its_bill_lines_with_their_evidence(
@@ -274,7 +318,7 @@ def test_lease_page_shows_its_bill_lines_with_their_evidence(
     line = Settlement.objects.get(lease=lease)
     assert line.ledger_tx and line.validation_code
     html = owner_login.client.get(f"/console/leases/{lease.pk}/").content.decode()
-    assert f"1 line, total {line.total_micro} µ" in html
+    assert "1 line, total" in html and f'data-micro="{line.total_micro}"' in html
     for evidence in (line.ledger_tx, str(line.ledger_block), line.validation_code):
         assert evidence in html
 

@@ -7,10 +7,11 @@ from decimal import Decimal
 
 import pytest
 
-from scheduler import api as scheduler
+from ledger import money
+from webapp.fleet import rate_card
 from webapp.fleet.models import Node
 from webapp.leasing.models import Lease
-from webapp.leasing.scheduling import build_plan_input, job_entry
+from webapp.leasing.scheduling import build_plan_input, job_entry, plan
 from webapp.outbox.models import OutboxEntry
 
 REQUEST = {"gpu_count": 2, "precision": "BF16", "hours": "1.50"}
@@ -49,8 +50,14 @@ def test_price_preview_shows_the_schedulers_price_and_writes_nothing(owner, memb
     # the same numbers the scheduler gives for the same fleet and job, not a restated formula
     data, _ = build_plan_input()
     data["jobs"] = [job_entry("x", gpu_count=2, precision="BF16", hours=Decimal("1.50"))]
-    expected = scheduler.plan_batch(data).placements[0].price.as_dict()
+    placement = plan(data, rate_card.in_force()).placements[0]
+    expected = placement.price.as_dict()
     assert body["price"] == expected
+    # the quote is the lease terms' Terms.quote(): capacity plus energy, in micro-units
+    assert body["quote_micro"] == placement.quote_micro
+    assert body["quote"]["quote_micro"] == money.Terms.of(placement.lease_terms(0)).quote()
+    parts = body["quote"]["capacity_micro"] + body["quote"]["energy_micro"]
+    assert parts == body["quote_micro"]
     # hours are baseline hours of work: a faster generation plans fewer GPU-hours
     planned = sum(Decimal(line["gpu_hours"]) for line in expected["lines"])
     assert Decimal(body["planned_gpu_hours"]) == planned < Decimal("3.00")

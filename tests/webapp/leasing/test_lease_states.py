@@ -133,3 +133,14 @@ def test_only_an_active_lease_migrates(state):
     with pytest.raises(states.IllegalMigration, match=f"is {state}; only an active lease"):
         states.check_migration(1, state)
     states.check_migration(1, states.ACTIVE)
+
+
+def test_the_state_sets_are_derived_from_the_table():
+    assert {states.SETTLED, states.CANCELLED} == states.TERMINAL
+    assert {states.REQUESTED, states.PLACED} == states.CANCELLABLE
+    assert {states.ACTIVE} == states.ENDABLE
+    assert {states.ENDING, states.PREEMPTED, states.FAILED} == states.AWAITING_SETTLEMENT
+    assert states.RUNNING == states.PREEMPTIBLE == {states.PLACED, states.ACTIVE}
+    assert {states.ENDING, states.SETTLED} == states.ENDED
+    for state in states.CANCELLABLE:
+        states.check(1, state, states.CANCELLED)  # each may really go there

@@ -11,9 +11,9 @@ import pytest
 from attest.readings import row_text
 from ledger import money
 from ledger.contract.terms import DEPLOYED as RATE_CARD
-from scheduler import api as scheduler
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from webapp.core.models import AuditEvent
+from webapp.fleet import rate_card
 from webapp.fleet.models import Node
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
@@ -24,6 +24,7 @@ from webapp.leasing.scheduling import (
     next_lines,
     open_interval,
     place_requested,
+    plan,
 )
 from webapp.tenancy.models import Tenant
 
@@ -165,7 +166,7 @@ def test_overlapping_passes_skip_conflicts_and_never_double_book(fleet, tenant, 
     second = request(tenant, gpus=2)
     # two workers plan the same queue at the same time ...
     data, attested = build_plan_input()
-    stale = scheduler.plan_batch(data)
+    stale = plan(data, rate_card.in_force())
     # ... one applies its plan, and the tenant cancels the second request meanwhile
     place_requested(actor="worker-1")
     actions.cancel_lease(Lease.objects.get(pk=second.pk), reason="by tenant", actor=ACTOR)

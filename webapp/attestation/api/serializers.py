@@ -97,3 +97,11 @@ class ActivateSerializer(serializers.Serializer):
     answer = Base64Field(max_bytes=MAX_ANSWER_BYTES)
     inventory = GpuSerializer(many=True, allow_empty=False, max_length=MAX_GPUS)
     enrolment_quote = PcrEvidenceSerializer()
+
+
+class ReportSerializer(serializers.Serializer):
+    """Why the agent stopped: a code (attest.agent.supervise.AUTH_REFUSALS) and the TPM's
+    message."""
+
+    code = serializers.RegexField(r"^[a-z][a-z0-9_]{0,39}$")
+    detail = serializers.CharField(max_length=MAX_FIELD_CHARS, allow_blank=True)

@@ -11,7 +11,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from webapp.attestation import actions
+from webapp.attestation import actions, health
 from webapp.attestation.api import serializers as s
 from webapp.attestation.api.authentication import IsNodeAgent, NodeCredentialAuthentication
 
@@ -23,11 +23,8 @@ def b64(data: bytes) -> str:
 
 
 def selection_of(node) -> str:
-    """The node's policy PCRs in tpm2-tools' syntax (sha256:0,2,7)."""
-    selection = actions.policy_of(node).selection
-    return "+".join(
-        f"{bank}:{','.join(map(str, sorted(pcrs)))}" for bank, pcrs in selection.items()
-    )
+    """The node's policy PCRs in tpm2-tools' syntax (attest.policy.selection_text)."""
+    return actions.policy_of(node).selection_text()
 
 
 class AgentView(APIView):
@@ -133,3 +130,14 @@ class QuoteView(AgentView):
                 "reasons": attestation.reasons,
             }
         )
+
+
+@extend_schema(request=s.ReportSerializer, responses=dict)
+class ReportView(AgentView):
+    """The agent's word that it stopped: its TPM refused an authorisation it must not retry."""
+
+    serializer_class = s.ReportSerializer
+
+    def act(self, node, data, actor):
+        event = health.agent_reported(node, code=data["code"], detail=data["detail"], actor=actor)
+        return Response({"event": event.pk, "code": event.code})

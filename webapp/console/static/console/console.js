@@ -10,8 +10,9 @@
     for (const row of rows) {
       for (const el of document.querySelectorAll('[data-lease="' + row.id + '"]')) {
         const state = el.querySelector(".state") || document.getElementById("state");
-        if (state && state.textContent !== row.state) {
-          state.textContent = row.state;
+        if (state && state.dataset.state !== row.state) {
+          state.dataset.state = row.state;
+          state.textContent = row.word;  // the state in words, in the page's language
           state.className = "state state-" + row.state;
           // a lease's own page shows more than its state (GPUs, price, what may be done next)
           if (el.dataset.reloadOnChange !== undefined) location.reload();
