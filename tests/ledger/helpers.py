@@ -104,11 +104,9 @@ def counter_readings(gpus: list[str], points: list[tuple[int, int]]) -> dict[str
 
 
 def digests_of(batch_rows: dict[str, str]) -> dict[str, str]:
-    """{gpu: batch digest} of {gpu: rows}: what the ledger derives and records."""
-    return {
-        g: readings.gpu_digest(r.row for r in readings.by_gpu(readings.parse_rows(rows))[g])
-        for g, rows in batch_rows.items()
-    }
+    """{gpu: batch digest} of {gpu: rows} (canonical rows in time order, as these helpers
+    write them): what the ledger derives and records."""
+    return {g: readings.gpu_digest(rows.splitlines()) for g, rows in batch_rows.items()}
 
 
 def batches_of(batch_rows: dict[str, str]) -> list[readings.Batch]:
