@@ -10,13 +10,14 @@ VENV_STAMP := $(VENV)/.installed-$(LOCK_HASH)
 
 # swtpm/tpm2-tools: the TPMs of simulated nodes; libtss2-dev + pkg-config + gcc: tpm2-pytss's
 # build; postgresql/redis-server: the production-path services the tests start privately;
-# chromium: the dashboard's browser tests; gettext: compiling the pages' translations
-# (webapp/locale, `make messages`); golang-go is not listed (Go 1.26 ships with the
+# chromium: the dashboard's browser tests; fonts-wqy-microhei: Chinese glyphs for the
+# pages in Chinese it renders; gettext: compiling the pages' translations (webapp/locale,
+# `make messages`); golang-go is not listed (Go 1.26 ships with the
 # machine image; Debian's is too old for Fabric 2.5).
 SYSTEM_PACKAGES := swtpm swtpm-tools tpm2-tools libtss2-dev pkg-config gcc python3-venv \
-	python3-dev postgresql redis-server chromium gettext ca-certificates curl
+	python3-dev postgresql redis-server chromium fonts-wqy-microhei gettext ca-certificates curl
 
-.PHONY: demo test setup system-packages lint check clean screenshots observability messages
+.PHONY: demo test setup system-packages lint check clean screenshots observability messages mutation
 
 # `make demo LEDGER_BACKEND=fabric` runs the demo through a loopback Fabric network
 demo: setup
@@ -79,10 +80,18 @@ messages: setup
 		--no-obsolete --ignore 'tests/*' --ignore 'bench/*' --ignore 'docs/*' --ignore 'var/*' --ignore 'build/*'
 	WATTLEASE_ENV=development $(PY) manage.py compilemessages -l zh_Hans --ignore 'build/*' --ignore '.venv/*'
 
+# mutation testing of the contract's checks and the auditor ([tool.mutmut] in pyproject.toml):
+# every mutant is run against the contract and adversarial tests; hours on a 2-core machine
+# (docs/benchmarks.md, "Mutation testing"). `make mutation MUTANTS='ledger.audit.validity*'`
+# runs a sample.
+mutation: setup
+	WATTLEASE_ENV=development $(VENV)/bin/mutmut run $(MUTANTS)
+	$(VENV)/bin/mutmut results
+
 # docs/screenshots/: the console and dashboards as the browser tests see them on the demo
 screenshots: setup
 	WATTLEASE_SCREENSHOTS=docs/screenshots $(PY) -m pytest -p no:cacheprovider -q \
 		tests/webapp/console/test_console_browser.py
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache mutants

@@ -1,11 +1,14 @@
 """The tenant API at rising fixed request rates on PostgreSQL and Redis, production settings:
 the highest rate at which p99 stays under the SLO, and the CPU each request costs.
 
-    python bench/web_bench.py [--layouts wsgi2,asgi2] [--endpoint list|create]
+    python bench/web_bench.py [--layouts wsgi2,asgi2] [--endpoint list|create|bare|list+bare]
                               [--rates 50,100,200,...] [--seconds 10] [--slo-ms 100]
 
 `list` is `GET /api/v1/leases/` for a tenant with 20 leases; `create` is `POST
-/api/v1/leases/` (one FP16 GPU for an hour: a lease row, its audit row and outbox row).
+/api/v1/leases/` (one FP16 GPU for an hour: a lease row, its audit row and outbox row);
+`bare` is the baseline of issue 23, the same 20 rows from a plain Django view behind the same
+middleware, authentication and budgets (bench/bare_view.py); `list+bare` runs both at each
+rate on the same server, one after the other, so their ratio is of one run.
 Layouts: `daphne` (one process, the demo's server), `asgiN` (gunicorn, N native ASGI
 workers), `wsgiN` (gunicorn, N sync WSGI workers: plain HTTP, no keep-alive), `gthreadN`
 (gunicorn, N WSGI workers of GTHREAD_THREADS threads each, keep-alive). Each layout gets a
@@ -80,7 +83,8 @@ def production_env(database_url: str, redis_url: str) -> dict[str, str]:
     """The production settings the bench serves with (budgets on, but never refusing)."""
     return {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        # the production settings plus the baseline's one URL (bench/bare_view.py)
+        "DJANGO_SETTINGS_MODULE": "bench.bare_settings",
         "WATTLEASE_ENV": "production",
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "127.0.0.1",
@@ -171,8 +175,9 @@ class Cpu:
 def send(connection: http.client.HTTPConnection, endpoint: str, key: str) -> str | None:
     """Send one request; None when it was answered as it should be, else what came back."""
     headers = {"Authorization": f"Bearer {key}"}
-    if endpoint == "list":
-        connection.request("GET", "/api/v1/leases/", headers=headers)
+    if endpoint in ("list", "bare"):
+        url = "/api/v1/leases/" if endpoint == "list" else "/bench/bare-leases/"
+        connection.request("GET", url, headers=headers)
         response = connection.getresponse()
         body = response.read()
         if response.status == 200 and json.loads(body)["count"] >= LEASES:
@@ -258,8 +263,12 @@ def run_layout(layout: str, endpoint: str, rates: list[float], seconds: float, s
                 "redis": listener_pid(int(redis_url.rsplit(":", 1)[1].split("/")[0])),
             })  # fmt: skip
             fixed_rate(port, key, "list", 50, WARM_S)  # every worker loads its code
-            best, failures = None, 0
-            for rate in rates:
+            endpoints = ["list", "bare"] if endpoint == "list+bare" else [endpoint]
+            best = dict.fromkeys(endpoints)
+            failures = dict.fromkeys(endpoints, 0)
+            for rate, endpoint in ((r, e) for r in rates for e in endpoints):
+                if failures[endpoint] >= FAILURES_TO_STOP:
+                    continue
                 load = os.getloadavg()[0]
                 before = cpu.read()
                 result = fixed_rate(port, key, endpoint, rate, seconds)
@@ -282,13 +291,14 @@ def run_layout(layout: str, endpoint: str, rates: list[float], seconds: float, s
                 })  # fmt: skip
                 yield result
                 if result["p99_ms"] < slo_ms and not result["errors"]:
-                    best, failures = rate, 0
+                    best[endpoint], failures[endpoint] = rate, 0
                 else:
-                    failures += 1
-                    if failures >= FAILURES_TO_STOP:
-                        break
-            yield {"layout": layout, "endpoint": endpoint, "slo_ms": slo_ms,
-                   "highest_rate_within_slo": best}  # fmt: skip
+                    failures[endpoint] += 1
+                if all(f >= FAILURES_TO_STOP for f in failures.values()):
+                    break
+            for endpoint, rate in best.items():
+                yield {"layout": layout, "endpoint": endpoint, "slo_ms": slo_ms,
+                       "highest_rate_within_slo": rate}  # fmt: skip
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -298,7 +308,9 @@ def run_layout(layout: str, endpoint: str, rates: list[float], seconds: float, s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layouts", default="wsgi3,asgi2")
-    parser.add_argument("--endpoint", choices=("list", "create"), default="list")
+    parser.add_argument(
+        "--endpoint", choices=("list", "create", "bare", "list+bare"), default="list"
+    )
     parser.add_argument("--rates", default=DEFAULT_RATES)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--slo-ms", type=float, default=100.0)

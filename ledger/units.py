@@ -12,6 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
 MS_PER_S = 1_000
 MS_PER_MINUTE = 60 * MS_PER_S
 MS_PER_HOUR = 60 * MS_PER_MINUTE

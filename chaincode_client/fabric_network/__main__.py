@@ -13,7 +13,9 @@
   admin, for `python -m chaincode_client.policy_cli`) of that organisation uses;
 - `roots [--out FILE]`: the channel's trust roots, for an auditor's `verify-receipt --trust`;
 - `receipt ORG LEASE_ID [--out FILE]`: a lease's receipt (`fabric/1`), read from that
-  organisation's own peer with its own `User1`, for its `audit-bill`.
+  organisation's own peer with its own `User1`, for its `audit-bill`;
+- `view ORG`: what that organisation endorsed (contract functions, nodes, leases), read from
+  its own peer: the second organisation's read-only view.
 Exit code 0 on success, 1 on failure, so CI fails loudly.
 """
 
@@ -133,9 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         "--chaincode", help="the Wattlease chaincode's name (default: the layout's)"
     )
     receipt.add_argument("--out", type=Path, help="file to write (default: stdout)")
+    view = sub.add_parser(
+        "view", parents=[after], help="what an organisation endorsed, from its own peer"
+    )
+    view.add_argument("org", choices=["Org1MSP", "Org2MSP"])
+    view.add_argument("--chaincode", help="the chaincode (default: the layout's)")
     args = parser.parse_args(argv)
     try:
-        if args.command in ("org", "channel", "receipt"):
+        if args.command in ("org", "channel", "receipt", "view"):
             return run_party(_layout(args), args)
         return _run(args)
     except (NetworkError, BuildError) as exc:

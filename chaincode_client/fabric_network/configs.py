@@ -47,6 +47,24 @@ GOSSIP_RECONNECT_INTERVAL = "3s"
 # can route a new definition's proposals to the other organisations only after this
 GOSSIP_STATE_INFO_INTERVAL = "1s"
 PEER_EXECUTE_TIMEOUT = "30s"
+# How long a peer's gateway waits for one orderer to take a transaction before it tries the
+# next (Fabric's sample: 30s). Below the client's submit deadline (5 s,
+# chaincode_client.fabric.config.DEFAULT_SUBMIT_TIMEOUT_S), so an orderer whose host is cut
+# off (its connection hangs, nothing refuses it) costs a transaction 2 s, not a failed
+# submit and a retry: measured with one orderer host of three cut off
+# (tests/webapp/leasing/test_fabric_separate_hosts.py, docs/benchmarks-fabric.md).
+GATEWAY_BROADCAST_TIMEOUT = "2s"
+# A host cut off drops packets without refusing anything: a connection to it hangs until a
+# keepalive ping goes unanswered. Fabric's sample pings every 60 s and waits 20 s (and its
+# delivery client backs off up to an hour between reconnects), so a peer that was pulling
+# blocks from an orderer whose host went away, or that was cut off itself, stayed behind for
+# a minute or more after the network came back: transactions it must endorse were refused
+# meanwhile ("lease does not exist" on its stale state). Ping every 10 s, give up after 5 s,
+# reconnect at least every 10 s; servers accept pings every 5 s.
+KEEPALIVE_INTERVAL = "10s"
+KEEPALIVE_TIMEOUT = "5s"
+KEEPALIVE_MIN_INTERVAL = "5s"
+DELIVERY_RECONNECT_BACKOFF_MAX = "10s"
 
 
 def write_yaml(path: Path, doc: Any) -> None:
@@ -166,6 +184,7 @@ def orderer_yaml(install: FabricInstall, layout: Layout, orderer: Orderer) -> di
         RootCAs=[str(tls / "ca.crt")],
         ClientAuthRequired=False,
     )
+    general["Keepalive"]["ServerMinInterval"] = KEEPALIVE_MIN_INTERVAL
     general["Cluster"].update(
         ClientCertificate=str(tls / "server.crt"),
         ClientPrivateKey=str(tls / "server.key"),
@@ -224,6 +243,12 @@ def core_yaml(install: FabricInstall, layout: Layout, org: Org) -> dict[str, Any
         {"name": "ccaas", "path": str(install.ccaas_dir), "propagateEnvironment": []}
     ]
     doc["chaincode"]["executetimeout"] = PEER_EXECUTE_TIMEOUT
+    doc["peer"]["gateway"]["broadcastTimeout"] = GATEWAY_BROADCAST_TIMEOUT
+    keepalive = doc["peer"]["keepalive"]
+    keepalive["minInterval"] = KEEPALIVE_MIN_INTERVAL
+    for client in ("client", "deliveryClient"):
+        keepalive[client].update(interval=KEEPALIVE_INTERVAL, timeout=KEEPALIVE_TIMEOUT)
+    doc["peer"]["deliveryclient"]["reConnectBackoffThreshold"] = DELIVERY_RECONNECT_BACKOFF_MAX
     doc["ledger"]["snapshots"]["rootDir"] = str(layout.node_dir(org.peer_name) / "snapshots")
     doc["operations"]["listenAddress"] = f"{org.ip}:{org.ops_port}"
     return doc

@@ -25,14 +25,18 @@ from chaincode_client.fabric.receipts import export_fabric_receipt
 from chaincode_client.fabric_network import orgs
 from chaincode_client.fabric_network.layout import Layout, NetworkError
 from chaincode_client.fabric_network.network import Network
+from chaincode_client.fabric_network.view import endorsed
 
 
 def run_party(layout: Layout, args: argparse.Namespace) -> int:
-    if args.command == "receipt":
+    if args.command in ("receipt", "view"):
         env = layout.client_env(args.org)
         env["FABRIC_CHAINCODE"] = args.chaincode or layout.chaincode
         client = FabricGatewayClient.from_env(env)
         try:
+            if args.command == "view":
+                print(json.dumps(endorsed(client, args.org), indent=2))
+                return 0
             text = json.dumps(export_fabric_receipt(client, args.lease_id))
         except KeyError as exc:
             raise NetworkError(str(exc)) from exc

@@ -25,8 +25,8 @@ from typing import Any
 
 from ledger.audit.receipt import ReceiptTx, written_lines
 from ledger.contract.state import LEASE
+from ledger.units import NS_PER_MS
 
-NS_PER_MS = 1_000_000
 BILL_FIELDS = {"tenant": str, "total_micro": int, "lines": list, "period": dict, "as_of_ms": int}
 
 

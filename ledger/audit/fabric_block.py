@@ -25,11 +25,12 @@ from fabric_protos.peer import (
 )
 from google.protobuf.message import DecodeError, Message
 
+from ledger.units import NS_PER_S
+
 MAX_BLOCK_BYTES = 100 * 1024 * 1024  # a peer's default gRPC message limit
 MAX_TXS_PER_BLOCK = 100_000
 MAX_ENDORSEMENTS = 64
 MAX_ARGS = 64
-NS_PER_S = 1_000_000_000
 SIGNATURES = common_pb2.BlockMetadataIndex.Value("SIGNATURES")
 TRANSACTIONS_FILTER = common_pb2.BlockMetadataIndex.Value("TRANSACTIONS_FILTER")
 VALID_CODE = transaction_pb2.TxValidationCode.Value("VALID")

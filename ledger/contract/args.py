@@ -27,8 +27,17 @@ ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}")
 HEX_RE = re.compile(r"(?:[0-9a-f]{2})+")
 
 
+REASON_ARGS = "args.invalid"  # an argument the contract cannot parse; the message names it
+REASON_CODE = re.compile(r"\[[a-z][a-z0-9_.]*\]")  # chaincode_client.interface.REASON_RE
+
+
 class ArgumentError(ValueError):
-    """A contract argument is malformed; the message names the field and value."""
+    """A contract argument is malformed; the message names the field and value, after its
+    reason code (`[args.invalid]` unless it names a more precise one)."""
+
+    def __init__(self, message: str) -> None:
+        coded = REASON_CODE.search(message) is not None
+        super().__init__(message if coded else f"[{REASON_ARGS}] {message}")
 
 
 def _short(value: Any) -> str:

@@ -52,7 +52,7 @@ class AttestationFunctions:
         node = await rules.load_node(stub, node_id)
         rules.require_org(ctx, node["org"], f"node {node_id}")
         if node["revoked"]:
-            raise ContractError(f"the AK of node {node_id} is revoked")
+            raise ContractError(f"[node.revoked] the AK of node {node_id} is revoked")
         challenge = challenges.new_challenge(
             node_id, stub.get_txid(), tx_time_ns(stub), node["pcr_policy"]
         )
@@ -80,7 +80,7 @@ class AttestationFunctions:
         rules.require_org(ctx, node["org"], f"node {node_id}")
         attested_telemetry.check_node_gpus(node, telemetry)
         if node["revoked"]:
-            raise ContractError(f"the AK of node {node_id} is revoked")
+            raise ContractError(f"[node.revoked] the AK of node {node_id} is revoked")
         now = tx_time_ns(stub)
         evidence = evidence_sha256(quote, signature)
         seen = await get_json(stub, NONCE + nonce.hex())

@@ -16,6 +16,7 @@ from ledger import money
 from ledger.contract import args as args
 from ledger.contract import attested_telemetry
 from ledger.contract.state import SEQ_DIGITS, ContractError
+from ledger.units import NS_PER_MS
 
 # The amounts a request states; each must equal the contract's recomputation.
 CLAIMED_AMOUNTS = (
@@ -26,7 +27,6 @@ CLAIMED_AMOUNTS = (
     "total_micro",
 )
 CLAIMED_RATES = ("tariff_micro_per_kwh", "pue_milli", "capacity_micro_per_gpu_hour")
-NS_PER_MS = 1_000_000
 
 
 def parse_request(req: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +75,7 @@ def check_sequence(lease: dict[str, Any], req: dict[str, Any], now_ns: int) -> N
         raise ContractError(f"[settle.terms] {where} was recorded without terms (before bills)")
     bill = lease["billing"]
     if bill["final"]:
-        raise ContractError(f"[settle.after-final] {where} was settled to its end already")
+        raise ContractError(f"[settle.after_final] {where} was settled to its end already")
     if req["interval_seq"] != bill["next_seq"]:
         raise ContractError(
             f"[settle.sequence] {where}: interval_seq {req['interval_seq']} is not the next, "

@@ -52,6 +52,7 @@ from ledger.contract.state import (
 from ledger.contract.state import (
     json_out as _out,
 )
+from ledger.units import NS_PER_MS
 
 CONTRACT_NAME = "wattlease"
 ACTIVE, ENDED = rules.ACTIVE, rules.ENDED
@@ -115,14 +116,20 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
                 }
                 if _same(node, asked):
                     return _out(node)  # a retried submission: same answer, nothing written
-                raise ContractError(f"node {node_id} is already registered; revoke its AK first")
+                raise ContractError(
+                    f"[enrol.registered] node {node_id} is already registered; revoke its AK first"
+                )
             if sorted(g["uuid"] for g in node["gpus"]) != sorted(g["uuid"] for g in gpus):
-                raise ContractError(f"node {node_id} must be re-registered with the same GPUs")
+                raise ContractError(
+                    f"[enrol.gpus_changed] node {node_id} must be re-registered with the same GPUs"
+                )
             epoch = node["ak_epoch"] + 1
         for gpu in gpus:
             owner = await get_json(stub, GPU + gpu["uuid"])
             if owner is not None and owner["node_id"] != node_id:
-                raise ContractError(f"GPU {gpu['uuid']} is registered to node {owner['node_id']}")
+                raise ContractError(
+                    f"[enrol.gpu_taken] GPU {gpu['uuid']} is registered to node {owner['node_id']}"
+                )
             await put_json(stub, GPU + gpu["uuid"], {"node_id": node_id, **gpu})
         record = {
             "node_id": node_id,
@@ -181,11 +188,11 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
                 and sorted(g["uuid"] for g in existing["gpus"]) == sorted(gpu_ids)
             ):
                 return _out(existing)  # a retried submission: same answer, nothing written
-            raise ContractError(f"lease {lease_id} already exists with other terms")
+            raise ContractError(f"[lease.exists] lease {lease_id} already exists with other terms")
         now = tx_time_ns(stub)
         gpus = await rules.claimable(stub, gpu_ids, att_ids, now, asked_terms["start_ms"])
         card = await lease_terms.rate_card(stub)
-        terms = lease_terms.check_terms(asked_terms, gpus, card, now // billing.NS_PER_MS)
+        terms = lease_terms.check_terms(asked_terms, gpus, card, now // NS_PER_MS)
         lease = {
             "lease_id": lease_id,
             "tenant": tenant,
@@ -247,11 +254,11 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         same = [g["uuid"] for g in gpus if g["generation"] in old_generations]
         if same:
             raise ContractError(
-                f"migration must move to another generation; {same} are "
+                f"[migrate.same_generation] migration must move to another generation; {same} are "
                 f"{sorted(old_generations)} like the lease's current GPUs"
             )
         card = await lease_terms.rate_card(stub)
-        terms = lease_terms.check_terms(asked_terms, gpus, card, now // billing.NS_PER_MS)
+        terms = lease_terms.check_terms(asked_terms, gpus, card, now // NS_PER_MS)
         floor = max(lease["billing"]["billed_until_ms"], lease["terms"]["start_ms"])
         if terms["start_ms"] < floor:
             raise ContractError(
@@ -337,7 +344,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         att_id = args.identifier(args.load_object(request), "attestation_id")
         record = await get_json(ctx.get_stub(), ATTESTATION + att_id)
         if record is None:
-            raise ContractError(f"attestation {att_id} does not exist")
+            raise ContractError(f"[attest.unknown] attestation {att_id} does not exist")
         return _out(record)
 
     async def LeasesByTenant(self, ctx: TransactionContext, request: str) -> str:

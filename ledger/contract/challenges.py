@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from ledger.contract.state import CHALLENGE, NS_PER_S, ContractError, get_json
+from ledger.contract.state import CHALLENGE, ContractError, get_json
+from ledger.units import NS_PER_S
 
 CHALLENGE_DOMAIN = b"wattlease/challenge/v1\x00"  # separates these hashes from any other use
 DEFAULT_CHALLENGE_WINDOW_S = 120  # an agent quotes in well under a second; the relay adds a few

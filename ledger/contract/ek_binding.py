@@ -40,7 +40,8 @@ from ledger.canonical import dumps
 from ledger.contract import args as args
 from ledger.contract import governance, terms
 from ledger.contract import quote as attestation
-from ledger.contract.state import NS_PER_S, ContractError
+from ledger.contract.state import ContractError
+from ledger.units import NS_PER_S
 
 EK_ROOTS_KEY = governance.DEFAULT_KEY
 ECDSA_SHA256 = ec.ECDSA(hashes.SHA256())

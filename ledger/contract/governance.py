@@ -82,7 +82,7 @@ VALIDATORS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
 
 def kind_of(req: dict[str, Any]) -> str:
     kind = req.get("kind")
-    if kind not in VALIDATORS:
+    if not isinstance(kind, str) or kind not in VALIDATORS:  # a list or object: unhashable
         raise args.ArgumentError(f"kind: must be one of {sorted(VALIDATORS)}, got {kind!r}")
     return str(kind)
 

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from ledger.canonical import dumps, loads
+from ledger.units import NS_PER_S
 
 NODE = "node:"  # node:{node_id} -> node record (AK, GPUs, policy, org, revoked)
 GPU = "gpu:"  # gpu:{uuid} -> {node_id, generation}
@@ -28,7 +29,6 @@ SETTLEMENT = "settlement"  # composite (lease_id, seq) -> settlement record
 # attested-telemetry:{gpu}:{batch digest} -> {attestation_id, node_id} of the valid quote
 ATTESTED_TELEMETRY = "attested-telemetry:"
 
-NS_PER_S = 1_000_000_000
 MAX_CLOCK_SKEW_ENV = "LEDGER_MAX_CLOCK_SKEW_S"
 DEFAULT_MAX_CLOCK_SKEW_S = 120  # Fabric clients and peers run NTP; two minutes is generous
 SEQ_DIGITS = 12  # zero-padded so range queries return settlements in sequence order

@@ -15,6 +15,7 @@ from ledger.contract.chaincode import CONTRACT_NAME, new_chaincode
 from ledger.engine.msp import ChannelMsp, Identity, MspError
 from ledger.engine.stub import SimulationStub, StateReader
 from ledger.engine.tx import b64, encode_envelope, make_tx_id, sha256_hex, unb64
+from ledger.units import NS_PER_S
 
 MAX_PROPOSAL_BYTES = 256 * 1024
 MAX_ARGS = 8
@@ -53,7 +54,7 @@ def make_proposal(
         "chaincode": CONTRACT_NAME,
         "tx_id": make_tx_id(nonce, cert),
         "nonce": b64(nonce),
-        "timestamp": {"seconds": now_ns // 1_000_000_000, "nanos": now_ns % 1_000_000_000},
+        "timestamp": {"seconds": now_ns // NS_PER_S, "nanos": now_ns % NS_PER_S},
         "creator": {"mspid": identity.mspid, "cert": cert.decode()},
         "fn": fn,
         "args": args,
@@ -81,7 +82,7 @@ def _parse_proposal(raw: bytes, channel: str) -> dict[str, Any]:
             and isinstance(creator.get("cert"), str)
             and type(ts["seconds"]) is int
             and type(ts["nanos"]) is int
-            and 0 <= ts["nanos"] < 1_000_000_000
+            and 0 <= ts["nanos"] < NS_PER_S
             and ts["seconds"] >= 0
             and isinstance(proposal["tx_id"], str)
             and isinstance(proposal["nonce"], str)

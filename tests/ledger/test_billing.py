@@ -131,7 +131,7 @@ def test_migration_bills_each_side_at_its_terms(billing):
     second = settle(client, "M", 1, new, start + move, start + move + rest, 400 * rest, final=True)
     assert first["total_micro"] == 1_182_320 and first["generation"] == H100
     assert second["total_micro"] == 3_132_752 and second["generation"] == A100
-    refused("settle.after-final", client, "M", 2, new, start + move + rest, start + move + rest, 0)
+    refused("settle.after_final", client, "M", 2, new, start + move + rest, start + move + rest, 0)
 
 
 def test_preempted_lease_ends_then_and_the_preempting_one_pays_the_premium(billing):
@@ -217,7 +217,7 @@ def test_nothing_after_the_final_line_or_past_the_end(running):
     client.submit("EndLease", js({"lease_id": "F"}))
     refused("settle.outside", client, "F", 1, terms, at, now_ms() + 60_000, 0)
     settle(client, "F", 1, terms, at, at + HOUR_MS, 0, final=True)
-    refused("settle.after-final", client, "F", 2, terms, at + HOUR_MS, at + 2 * HOUR_MS, 0)
+    refused("settle.after_final", client, "F", 2, terms, at + HOUR_MS, at + 2 * HOUR_MS, 0)
 
 
 @pytest.mark.parametrize(

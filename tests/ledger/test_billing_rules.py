@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ledger import units
 from ledger.contract import billing
 from ledger.contract.state import ContractError
 
-NS_PER_MS = billing.NS_PER_MS
+NS_PER_MS = units.NS_PER_MS
 NOW_MS = 10**12
 
 

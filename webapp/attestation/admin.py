@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from webapp.attestation import actions
-from webapp.attestation.models import Attestation, TelemetryBatch
+from webapp.attestation.models import Attestation, NodeEvent, TelemetryBatch
 from webapp.core.secrets_page import show_once
 from webapp.fleet import actions as fleet_actions
 from webapp.fleet.models import GPU, Node
@@ -25,6 +25,22 @@ class AttestationAdmin(admin.ModelAdmin):
     @admin.display(description="failed checks")
     def failed_checks(self, obj):
         return ", ".join(r.get("code", "?") for r in obj.reasons) or "—"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(NodeEvent)
+class NodeEventAdmin(admin.ModelAdmin):
+    """What happened to a node's TPM or agent: evidence, read only."""
+
+    list_display = ("created", "node", "code", "reported_by_agent")
+    list_filter = ("code", "reported_by_agent", "node")
+    search_fields = ("node__name", "code", "detail")
+    readonly_fields = [f.name for f in NodeEvent._meta.fields]
 
     def has_add_permission(self, request):
         return False

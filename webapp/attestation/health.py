@@ -1,22 +1,43 @@
 """Why a node is not attested, in one place for its page and the metric: what its agent
 reported (a TPM that refused an authorisation), its last quote's failure, a stale or absent
-attestation. And the events behind it: TPM restarts its quotes showed (attest.clock)."""
+attestation. And the events behind it: TPM restarts its quotes showed (attest.clock), judged
+against the clock the node recorded since its enrolment (`recorded_clock`)."""
 
 from __future__ import annotations
 
 from django.db import transaction
 
 from attest import clock as clock_policy
-from attest.verdict import SEVERITY_ERROR, Reason
+from attest.verdict import SEVERITY_ERROR, ClockInfo, Reason
 from webapp.attestation.models import NodeEvent
 from webapp.core.events import audit, publish_on_commit
+from webapp.core.models import AuditEvent
 from webapp.fleet.models import Node
 
 NEVER_ATTESTED = "never_attested"
 NOT_ENROLLED = "not_enrolled"
+ENROLLED_ACTION = "node.enrolled"  # the audit row of an enrolment (actions._register)
 
 
 BOOT_EVENTS = (clock_policy.POWER_LOSS, clock_policy.REBOOTED)
+
+
+def recorded_clock(node: Node) -> ClockInfo | None:
+    """The clock attest.clock compares a quote with: that of the node's newest valid
+    attestation since its AK was enrolled, as the ledger's CLOCK record holds it (written by
+    each valid RecordAttestation, cleared by RegisterNode)."""
+    enrolled = (
+        AuditEvent.objects.filter(
+            action=ENROLLED_ACTION, object_type="node", object_id=str(node.pk)
+        )
+        .values_list("created", flat=True)
+        .first()
+    )
+    quotes = node.attestations.filter(valid=True).exclude(clock={})
+    if enrolled is not None:
+        quotes = quotes.filter(created__gte=enrolled)
+    newest = quotes.order_by("-created", "-pk").first()
+    return ClockInfo.from_dict(newest.clock) if newest else None
 
 
 def record_boot(node: Node, reasons: list[Reason]) -> None:

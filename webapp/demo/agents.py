@@ -56,10 +56,14 @@ def simulated_inventory(node: Node) -> list[dict[str, str]]:
     ]
 
 
+# the ways a demo is stopped: Ctrl-C, a service manager, a closed terminal
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 def signals_to_main_thread() -> None:
-    """Block SIGINT/SIGTERM in this thread, so the kernel delivers them to the main thread,
+    """Block SIGINT/SIGTERM/SIGHUP in this thread, so the kernel delivers them to the main thread,
     whose event loop would otherwise not notice a signal caught by a thread in C code."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
 class DemoAgents:

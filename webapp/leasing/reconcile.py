@@ -1,18 +1,20 @@
 """Compare the database (the query model) with the ledger (the source of truth) and list
-every difference: leases, their settlements, and attestation verdicts. Rows the relay has
-not finished (pending, sending) are in flight, not drift; a row the ledger refused must have
-left nothing there.
+every difference: leases, their settlements, attestation verdicts, and nodes' AKs. Rows the
+relay has not finished (pending, sending) are in flight, not drift; a row the ledger refused
+must have left nothing there.
 
 `manage.py reconcile` prints the drift and exits non-zero when there is any."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from chaincode_client.interface import EndorsementError, LedgerClient
 from webapp.attestation.models import Attestation
+from webapp.fleet.models import Node
 from webapp.leasing import states
 from webapp.leasing.models import Lease
 from webapp.outbox.models import OutboxEntry
@@ -20,6 +22,7 @@ from webapp.tenancy.models import Tenant
 
 ENDED_ON_LEDGER = "ENDED"
 MISSING = "does not exist"
+NODE_UNKNOWN = "[node.unknown]"
 
 
 def _query(client: LedgerClient, function: str, **args: Any) -> Any:
@@ -128,6 +131,35 @@ def attestation_drift(client: LedgerClient, attestation: Attestation) -> Iterato
         )
 
 
+def node_drift(client: LedgerClient, node: Node) -> Iterator[str]:
+    """A node enrolled here must be registered on the ledger with the same AK, unrevoked;
+    otherwise its quotes count here and nowhere else (a re-enrolment after a restart that the
+    ledger refused, say)."""
+    if not node.ak_public:
+        return
+    key = f"node:{node.name}:ak:{node.ak_name}"
+    sent = OutboxEntry.objects.filter(business_key=key).values_list("status", flat=True).first()
+    if sent in (OutboxEntry.PENDING, OutboxEntry.SENDING):
+        return  # in flight
+    name = f"node {node.name} (AK {node.ak_name[:16]}…)"
+    try:
+        record = json.loads(client.evaluate("GetNode", json.dumps({"node_id": node.name})))
+    except EndorsementError as exc:
+        if NODE_UNKNOWN not in str(exc):
+            raise
+        record = None
+    registration = f"its RegisterNode is {sent}" if sent else "no RegisterNode was sent"
+    if record is None:
+        yield f"{name}: enrolled here, not registered on the ledger ({registration})"
+    elif record["ak_public"] != base64.b64encode(bytes(node.ak_public)).decode():
+        yield (
+            f"{name}: enrolled here with an AK the ledger does not hold (it holds epoch "
+            f"{record['ak_epoch']}; {registration}): its quotes count here only"
+        )
+    elif record["revoked"]:
+        yield f"{name}: enrolled here, revoked on the ledger"
+
+
 def unknown_leases(client: LedgerClient) -> Iterator[str]:
     known = {str(i) for i in Lease.objects.values_list("ledger_id", flat=True)}
     for tenant in Tenant.objects.all():
@@ -142,5 +174,7 @@ def drift(client: LedgerClient) -> list[str]:
         found.extend(lease_drift(client, lease))
     for attestation in Attestation.objects.exclude(ledger_tx="").select_related("node"):
         found.extend(attestation_drift(client, attestation))
+    for node in Node.objects.all():
+        found.extend(node_drift(client, node))
     found.extend(unknown_leases(client))
     return found

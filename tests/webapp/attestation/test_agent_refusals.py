@@ -11,14 +11,14 @@ import threading
 import pytest
 from tpm2_pytss import TPM2B_AUTH, TPM2B_PUBLIC, TPM2B_SENSITIVE_CREATE, TPMS_SENSITIVE_CREATE
 
-from attest.agent.http import AgentApi
+from attest.agent.http import AgentApi, attest_once
 from attest.agent.supervise import AgentLoop, Backoff
 from attest.agent.tpm import AK_ATTRS, AK_ECC, AK_TEMPLATES, Agent, AkKey
 from attest.swtpm import DaParameters, start_node_tpm
 from tests.services import free_port
 from tests.webapp.conftest import enrol_node
 from webapp.attestation import health
-from webapp.attestation.models import NodeEvent
+from webapp.attestation.models import Attestation, NodeEvent
 from webapp.fleet.models import Node
 from webapp.observability.collector import DatabaseCollector
 
@@ -141,3 +141,19 @@ def test_backoff_grows_to_its_cap_with_jitter():
     assert len(set(delays)) == len(delays)  # jittered: no two agents retry in lockstep
     backoff.reset()
     assert backoff.next_delay() <= 1.0
+
+
+@pytest.mark.swtpm
+def test_a_new_enrolment_starts_a_new_clock_baseline_as_on_the_ledger(fleet, strict_tpm, api):
+    """RegisterNode clears the ledger's clock record; the app compares with the attestations
+    since the node's enrolment only, so both verifiers judge a quote the same way (here: a
+    record from an earlier enrolment whose counts this TPM never reached)."""
+    node = Node.objects.get(pk=fleet.node.pk)
+    earlier = {"clock": 10**9, "reset_count": 10**6, "restart_count": 0, "safe": True}
+    Attestation.objects.create(
+        node=node, nonce="00" * 32, valid=True, quote=b"", signature=b"", clock=earlier
+    )
+    with Agent(strict_tpm.tcti) as agent:
+        ak = enrol_node(agent, api)
+        verdict = attest_once(agent, api, ak)
+    assert verdict["valid"], verdict

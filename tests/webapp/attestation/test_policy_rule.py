@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 
 from attest.policy import DEFAULT_PCRS, DEFAULT_SELECTION
 from ledger.contract import args
-from webapp.attestation.actions import _policy_gaps
+from webapp.attestation.actions.enrolment import _policy_gaps
 from webapp.fleet.models import Node, PcrPolicy
 
 SIZES = {"sha1": 20, "sha256": 32, "sha384": 48, "sha512": 64}

@@ -166,6 +166,15 @@ def test_a_lease_runs_to_a_settled_bill_that_the_second_organisation_audits(
     code, out = run_audit(tmp_path / "org2", evidence, roots)
     assert code == 0 and "1 of 1 lines hold" in out, out
 
+    # Org2's read-only view, from its own peer: what it endorsed (the node, the lease, its line)
+    done = split.run("Org2MSP", "view", "Org2MSP", "--chaincode", ledger.chaincode)
+    assert done.returncode == 0, done.stderr
+    view = json.loads(done.stdout)
+    endorsed = view["endorsed"]
+    assert endorsed["CreateLease"] == 1 and endorsed["Settle"] == 1, view
+    assert endorsed["RegisterNode"] >= 1 and view["nodes"], view
+    assert line["lease"] in view["leases"], view
+
 
 # -- faults across hosts: an organisation cut off, an orderer host down ------------------
 
@@ -279,3 +288,6 @@ def test_leases_wait_while_the_second_organisation_is_cut_off_and_drain_when_it_
         f"orderer0's host cut off: {len(more)} leases committed in {seconds:.1f}s, "
         f"{len(retries(caplog))} retries"
     )
+    # no interruption: a gateway that picked the cut-off orderer moves on to another within
+    # the client's submit deadline (configs.GATEWAY_BROADCAST_TIMEOUT)
+    assert not retries(caplog), retries(caplog)

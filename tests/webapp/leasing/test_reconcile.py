@@ -7,6 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from tests.webapp.conftest import enrol_node
 from webapp.leasing import actions
 from webapp.leasing.lifecycle import run_pass
 from webapp.leasing.models import Lease, Settlement
@@ -91,3 +92,16 @@ def test_a_lease_cancelled_after_placement_ends_on_the_ledger_too(owner, atteste
     assert b'"status":"ENDED"' in record.replace(b" ", b"")
     assert Lease.objects.get(pk=lease_id).state == "cancelled"  # the reaction left it alone
     assert "no drift" in reconcile()
+
+
+def test_a_node_enrolled_again_here_but_refused_by_the_ledger_is_drift(
+    attested_node, node_agent, ledger
+):
+    """A restarted agent that enrols a new AK while the ledger still holds the old one (the
+    ledger refuses the second RegisterNode): its quotes would count here only. (A node that
+    agrees with the ledger is no drift: test_a_settled_lease_agrees_with_the_ledger.)"""
+    enrol_node(node_agent.agent, node_agent.api)
+    assert relay_once(ledger) == {"rejected": 1}
+    lines = [line for line in drift_lines() if line.startswith("node ")]
+    assert len(lines) == 1 and "enrolled here with an AK the ledger does not hold" in lines[0]
+    assert "its RegisterNode is rejected" in lines[0]

@@ -1,5 +1,5 @@
 """The node agent's API: enrol (EK + AK, credential activation), fetch a challenge, answer
-it with a quote. Thin: the decisions are in webapp.attestation.actions."""
+it with a quote. Thin: the decisions are in webapp.attestation.actions (enrolment, quotes)."""
 
 from __future__ import annotations
 

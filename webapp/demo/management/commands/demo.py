@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT
-from webapp.demo.agents import DemoAgents
+from webapp.demo.agents import STOP_SIGNALS, DemoAgents
 from webapp.demo.governance import admin_clients, approve_fleet_policies
 from webapp.demo.history import seed_history
 from webapp.demo.loop import DEMO_HOUR_S, DemoLoop
@@ -132,8 +132,8 @@ class Command(BaseCommand):
 
         # installed before the reactor starts: Twisted keeps a SIGINT handler it finds, and
         # daphne's runserver is told not to install its own for SIGTERM
-        signal.signal(signal.SIGINT, shutdown)
-        signal.signal(signal.SIGTERM, shutdown)
+        for signum in STOP_SIGNALS:  # a closed terminal (SIGHUP) stops it as SIGTERM does
+            signal.signal(signum, shutdown)
         call_command(
             "runserver",
             f"{host}:{port}",
