@@ -25,7 +25,7 @@ def test_readings_parse_or_name_the_field(value):
     try:
         parsed = at.parse_readings({"readings": value})
     except args.ArgumentError as exc:
-        assert str(exc).startswith("readings")
+        assert str(exc).startswith("[args.invalid] readings")
         return
     assert all(rows and all(r.gpu == gpu for r in rows) for gpu, rows in parsed.items())
 
