@@ -62,18 +62,18 @@ LINE_MJ = 300 * HOUR_MS  # a settled line's energy: an hour at 300 W
 def setup(
     ledger: EmbeddedLedger, leases: int, workdir: Path, start_ms: int
 ) -> tuple[list[str], dict]:
-    with swtpm_node(workdir / "swtpm", aks=1) as node_tpm:
+    nodes = (leases + GPUS_PER_NODE - 1) // GPUS_PER_NODE
+    with swtpm_node(workdir / "swtpm", aks=nodes) as node_tpm:  # one AK, one node
         client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "setup"))
         policy = approve_on_engine(ledger, "bench", pcr_policy(node_tpm.golden, MAX_AGE_S))
-        nodes = (leases + GPUS_PER_NODE - 1) // GPUS_PER_NODE
         gpus, att_of = [], {}
         for n in range(nodes):
             node_id = f"bench-n{n}"
             inventory = [(f"GPU-{n}-{g}", H100) for g in range(GPUS_PER_NODE)]
-            register_node(client, node_tpm, node_id, 0, inventory, policy_id=policy)
+            register_node(client, node_tpm, node_id, n, inventory, policy_id=policy)
             # one batch of readings per GPU, bound into the quote: what each Settle cites
             batch_rows = line_readings([uuid for uuid, _ in inventory], start_ms)
-            att_id = attest(client, node_tpm, node_id, 0, batch_rows)["attestation_id"]
+            att_id = attest(client, node_tpm, node_id, n, batch_rows)["attestation_id"]
             for uuid, _ in inventory:
                 gpus.append(uuid)
                 att_of[uuid] = att_id

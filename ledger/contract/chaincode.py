@@ -18,7 +18,7 @@ from fabric_chaincode_python.fabric_contract_api import (
 )
 
 from ledger.contract import args as args
-from ledger.contract import attested_telemetry, billing, ek_binding
+from ledger.contract import attested_telemetry, billing, ek_binding, node_keys
 from ledger.contract import quote as attestation
 from ledger.contract import rules as rules
 from ledger.contract import terms as lease_terms
@@ -124,6 +124,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
                     f"[enrol.gpus_changed] node {node_id} must be re-registered with the same GPUs"
                 )
             epoch = node["ak_epoch"] + 1
+        await node_keys.claim(stub, node_id, ak_public, binding)
         for gpu in gpus:
             owner = await get_json(stub, GPU + gpu["uuid"])
             if owner is not None and owner["node_id"] != node_id:
@@ -161,6 +162,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         rules.require_org(ctx, node["org"], f"node {node_id}")
         if node["revoked"]:
             return _out(node)  # revoking twice is a retry: same answer, nothing written
+        await node_keys.revoke(stub, node_id, args.b64bytes(node, "ak_public"))
         node.update(revoked=True, revoked_tx=stub.get_txid(), revoked_reason=reason)
         await put_json(stub, NODE + node_id, node)
         stub.set_event("AKRevoked", dumps({"node_id": node_id, "ak_epoch": node["ak_epoch"]}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -315,3 +316,10 @@ def software_ak_b64() -> str:
     from attest.public import software_ak_public
 
     return base64.b64encode(software_ak_public()).decode()
+
+
+@functools.cache
+def node_ak_b64(node_id: str) -> str:
+    """`software_ak_b64` of one node, the same on every call: one AK, one node (the ledger
+    refuses an AK another node holds: [enrol.ak_taken])."""
+    return software_ak_b64()
