@@ -283,8 +283,9 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         return _out(lease)
 
     async def Settle(self, ctx: TransactionContext, request: str) -> str:
-        """{lease_id, interval_seq, start_ms, end_ms, measured_mj, telemetry_digest (hex
-        sha256), telemetry_batches: [{gpu, digest, rows}] (contract.attested_telemetry), final,
+        """{lease_id, interval_seq, start_ms, end_ms, measured_mj (must equal what the cited
+        batches' attested counters show: contract.attested_telemetry.measured_mj),
+        telemetry_digest (hex sha256), telemetry_batches: [{gpu, digest, rows}], final,
         tariff_micro_per_kwh, pue_milli, capacity_micro_per_gpu_hour, capacity_micro,
         priced_energy_micro, measured_energy_micro, settlement_micro, total_micro}: one bill
         line, recomputed from the lease's terms on the ledger
@@ -307,11 +308,12 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
             return _out(existing)  # a retry: same answer, nothing written
         billing.check_sequence(lease, req, tx_time_ns(stub))
         terms = billing.terms_for(lease, req["start_ms"], req["end_ms"])
+        derived_mj = await attested_telemetry.measured_mj(stub, terms, req)
+        attested_telemetry.check_measured(req, derived_mj)
         card = await lease_terms.rate_card(stub)
         board_w = card.generations[terms["generation"]].board_power_w
         billing.check_measurement(terms, board_w, req)
         line = billing.line_of(terms, req)
-        await attested_telemetry.check_line(stub, terms, req)
         record = {
             **req,
             **line.as_dict(),
