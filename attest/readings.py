@@ -25,6 +25,10 @@ from itertools import pairwise
 TELEMETRY_DOMAIN = b"wattlease/telemetry/v1\x00"  # separates these hashes from any other use
 FIELDS = ("t_ms", "gpu", "energy_mj", "power_mw", "util_gpu_pct", "util_mem_pct", "temp_c")
 MAX_READINGS_CHARS = 64 * 1024 * 1024
+# The readings one quote binds: the node agent sends at most this much with a quote (the rest
+# waits for the next), and they travel whole in the ledger's RecordAttestation argument (64 KiB
+# with the quote), where every endorser derives their digests and counters from them.
+MAX_QUOTED_READINGS_CHARS = 48 * 1024
 MAX_GPU_CHARS = 128
 MAX_COUNTER = 10**18
 

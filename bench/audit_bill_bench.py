@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ledger_bench import HOUR_MS, setup, submit_all
+from bench.ledger_bench import HOUR_MS, settle_call, setup, submit_all
 from chaincode_client.embedded import EmbeddedClient
 from ledger.audit.bill import BillVerdict, audit_bill
 from ledger.audit.receipt import export_receipt, export_roots
@@ -29,9 +29,7 @@ from tests.ledger.helpers import (
     bill_line,
     bill_of,
     lease_request,
-    lease_terms,
     now_ms,
-    settle_request,
 )
 
 
@@ -42,19 +40,18 @@ def _fn(entry: dict) -> str:
 def build(args: argparse.Namespace, workdir: Path) -> tuple[dict, Path, Path]:
     path = workdir / "ledger.sqlite"
     ledger = EmbeddedLedger.open(path, block_size=250, block_timeout_s=0.02)
-    gpus, att_of = setup(ledger, args.leases, workdir)
-    clients = [EmbeddedClient(ledger, ledger.enroll("Org1MSP", f"c{i}")) for i in range(2)]
     start = now_ms() - 2 * HOUR_MS
+    gpus, att_of = setup(ledger, args.leases, workdir, start)
+    clients = [EmbeddedClient(ledger, ledger.enroll("Org1MSP", f"c{i}")) for i in range(2)]
     lines: dict[str, dict] = {}
 
     def create(uuid: str) -> tuple[str, str]:
         return "CreateLease", lease_request(f"L-{uuid}", [uuid], [att_of[uuid]], start_ms=start)
 
     def settle(uuid: str) -> tuple[str, str]:
-        terms = lease_terms([uuid], start_ms=start)
-        line = settle_request(f"L-{uuid}", 0, terms, start, start + HOUR_MS, 300 * HOUR_MS)
-        lines[uuid] = line
-        return "Settle", json.dumps(line)
+        fn, request = settle_call(uuid, start_ms=start)
+        lines[uuid] = json.loads(request)
+        return fn, request
 
     for make in (create, settle):
         _, _, failures = submit_all(args, clients, gpus, make)

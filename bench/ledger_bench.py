@@ -42,6 +42,8 @@ from tests.ledger.helpers import (
     H100,
     approve_on_engine,
     attest,
+    batches_of,
+    counter_readings,
     lease_request,
     lease_terms,
     now_ms,
@@ -49,27 +51,29 @@ from tests.ledger.helpers import (
     pcr_policy,
     register_node,
     settle_request,
-    telemetry_for,
 )
 
 GPUS_PER_NODE = 64
 MAX_AGE_S = 86_400  # attestations stay good for the whole run
 HOUR_MS = 3_600_000
+LINE_MJ = 300 * HOUR_MS  # a settled line's energy: an hour at 300 W
 
 
-def setup(ledger: EmbeddedLedger, leases: int, workdir: Path) -> tuple[list[str], dict]:
-    with swtpm_node(workdir / "swtpm", aks=1) as node_tpm:
+def setup(
+    ledger: EmbeddedLedger, leases: int, workdir: Path, start_ms: int
+) -> tuple[list[str], dict]:
+    nodes = (leases + GPUS_PER_NODE - 1) // GPUS_PER_NODE
+    with swtpm_node(workdir / "swtpm", aks=nodes) as node_tpm:  # one AK, one node
         client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "setup"))
         policy = approve_on_engine(ledger, "bench", pcr_policy(node_tpm.golden, MAX_AGE_S))
-        nodes = (leases + GPUS_PER_NODE - 1) // GPUS_PER_NODE
         gpus, att_of = [], {}
         for n in range(nodes):
             node_id = f"bench-n{n}"
             inventory = [(f"GPU-{n}-{g}", H100) for g in range(GPUS_PER_NODE)]
-            register_node(client, node_tpm, node_id, 0, inventory, policy_id=policy)
+            register_node(client, node_tpm, node_id, n, inventory, policy_id=policy)
             # one batch of readings per GPU, bound into the quote: what each Settle cites
-            telemetry = telemetry_for([uuid for uuid, _ in inventory])
-            att_id = attest(client, node_tpm, node_id, 0, telemetry)["attestation_id"]
+            batch_rows = line_readings([uuid for uuid, _ in inventory], start_ms)
+            att_id = attest(client, node_tpm, node_id, n, batch_rows)["attestation_id"]
             for uuid, _ in inventory:
                 gpus.append(uuid)
                 att_of[uuid] = att_id
@@ -83,12 +87,20 @@ def create_call(uuid: str, *, att_of: dict, start_ms: int) -> tuple[str, str]:
     return "CreateLease", lease_request(f"L-{uuid}", [uuid], [att_of[uuid]], start_ms=start_ms)
 
 
+def line_readings(gpus: list[str], start_ms: int) -> dict[str, str]:
+    """Each GPU's readings over its lease's first hour: its counter rising by LINE_MJ."""
+    return counter_readings(gpus, [(start_ms, 0), (start_ms + HOUR_MS, LINE_MJ)])
+
+
 def settle_call(uuid: str, *, start_ms: int) -> tuple[str, str]:
     """Settle of that lease's one bill line: its first hour at 300 W, final, citing the GPU's
-    attested batch."""
+    attested batch (whose counters the contract measures the line's energy from)."""
     terms = lease_terms([uuid], start_ms=start_ms)
     end = start_ms + HOUR_MS
-    line = settle_request(f"L-{uuid}", 0, terms, start_ms, end, 300 * HOUR_MS, final=True)
+    batches = batches_of(line_readings([uuid], start_ms))
+    line = settle_request(
+        f"L-{uuid}", 0, terms, start_ms, end, LINE_MJ, final=True, batches=batches
+    )
     return "Settle", json.dumps(line)
 
 
@@ -150,7 +162,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
         peer_processes=args.peer_processes,
     )
     print(f"setting up {args.leases} GPUs in {workdir} ...", file=sys.stderr)
-    gpus, att_of = setup(ledger, args.leases, workdir)
+    start_ms = now_ms() - 2 * HOUR_MS  # settled lines end an hour before the ledger's clock
+    gpus, att_of = setup(ledger, args.leases, workdir, start_ms)
     clients = [
         EmbeddedClient(ledger, ledger.enroll("Org1MSP", f"c{i}")) for i in range(args.threads)
     ]
@@ -158,7 +171,6 @@ def run(args: argparse.Namespace, workdir: Path) -> dict:
         endorser.timings.update(dict.fromkeys(endorser.timings, 0.0))
     for key in ledger.timings:
         ledger.timings[key] = 0.0
-    start_ms = now_ms() - 2 * HOUR_MS  # settled lines end an hour before the ledger's clock
     create = partial(create_call, att_of=att_of, start_ms=start_ms)
     settle = partial(settle_call, start_ms=start_ms)
 

@@ -45,10 +45,10 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="ledger-profile-"))
     ledger = EmbeddedLedger.open(workdir / "ledger.sqlite", block_size=args.block_size)
     print(f"setting up {args.leases} GPUs ...", file=sys.stderr)
-    gpus, att_of = setup(ledger, args.leases, workdir)
+    start_ms = now_ms() - 2 * HOUR_MS  # settled lines end an hour before the ledger's clock
+    gpus, att_of = setup(ledger, args.leases, workdir, start_ms)
     identity = ledger.enroll("Org1MSP", "profile")
     n = len(gpus)
-    start_ms = now_ms() - 2 * HOUR_MS  # settled lines end an hour before the ledger's clock
     create = partial(create_call, att_of=att_of, start_ms=start_ms)
     make = create
     if args.fn == "settle":

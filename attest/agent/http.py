@@ -29,7 +29,7 @@ CHALLENGE_WAIT_S = 30.0  # the ledger commits a challenge in seconds; then the r
 MAX_RETRY_S = 5.0  # never sleep longer than this between asks, whatever the server says
 MAX_RESPONSE_BYTES = 1 << 20
 BAD_REQUEST = 400
-MAX_TELEMETRY_CHARS = 960 * 1024  # the server's limit per quote; the rest waits for the next
+MAX_TELEMETRY_CHARS = telemetry.MAX_QUOTED_READINGS_CHARS  # per quote; the rest waits
 
 
 class AgentApiError(RuntimeError):

@@ -8,6 +8,7 @@ import hashlib
 
 from fabric_chaincode_python.fabric_contract_api import TransactionContext
 
+from attest import readings
 from ledger.contract import args as args
 from ledger.contract import attested_telemetry, challenges
 from ledger.contract import quote as attestation
@@ -61,9 +62,10 @@ class AttestationFunctions:
 
     async def RecordAttestation(self, ctx: TransactionContext, request: str) -> str:
         """{node_id, quote (b64 TPMS_ATTEST), signature (b64 TPMT_SIGNATURE),
-        pcr_values: {sha256: {index: hex}}, nonce (hex, from IssueChallenge), telemetry
-        (optional): {gpu: batch digest}}. The verdict is recomputed here against the AK on the
-        ledger, over the nonce bound to the telemetry (contract.attested_telemetry); a failing
+        pcr_values: {sha256: {index: hex}}, nonce (hex, from IssueChallenge), readings
+        (optional): {gpu: CSV rows since the node's previous quote}}. The verdict is recomputed
+        here against the AK on the ledger, over the nonce bound to the digests of those
+        readings (contract.attested_telemetry derives them); a failing
         verdict is recorded too (as evidence). The attestation's age counts from the
         challenge's issue."""
         req = args.load_object(request)
@@ -71,7 +73,8 @@ class AttestationFunctions:
         quote, signature = args.b64bytes(req, "quote"), args.b64bytes(req, "signature")
         pcrs = args.pcr_values(req)
         nonce = args.hexbytes(req, "nonce", NONCE_MIN_BYTES, NONCE_MAX_BYTES)
-        telemetry = attested_telemetry.parse_telemetry(req)
+        batches = attested_telemetry.parse_readings(req)
+        telemetry = attested_telemetry.digests(batches)
         stub = ctx.get_stub()
         node = await rules.load_node(stub, node_id)
         rules.require_org(ctx, node["org"], f"node {node_id}")
@@ -95,7 +98,7 @@ class AttestationFunctions:
             quote,
             signature,
             pcrs,
-            attested_telemetry.expected_extra_data(req),
+            readings.qualifying_data(nonce, telemetry),
             node["pcr_policy"],
             previous,
         )
@@ -120,7 +123,7 @@ class AttestationFunctions:
         if verdict["valid"] and verdict.get("clock"):
             await put_json(stub, CLOCK + node_id, verdict["clock"])
         if verdict["valid"]:
-            await attested_telemetry.record(stub, node_id, att_id, telemetry)
+            await attested_telemetry.record(stub, node_id, att_id, batches)
         stub.set_event(
             "AttestationRecorded",
             dumps({"attestation_id": att_id, "node_id": node_id, "valid": verdict["valid"]}),

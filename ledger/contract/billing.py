@@ -41,7 +41,7 @@ def parse_request(req: dict[str, Any]) -> dict[str, Any]:
         "interval_seq": args.integer(req, "interval_seq", 0, 10**SEQ_DIGITS - 1),
         "start_ms": args.integer(req, "start_ms", 0, args.MAX_INT),
         "end_ms": args.integer(req, "end_ms", 0, args.MAX_INT),
-        "measured_mj": args.integer(req, "measured_mj", -args.MAX_INT, money.MAX_ENERGY_MJ),
+        "measured_mj": args.integer(req, "measured_mj", 0, money.MAX_ENERGY_MJ),
         "telemetry_digest": args.hexbytes(req, "telemetry_digest", 32, 32).hex(),
         "telemetry_batches": [b.as_dict() for b in attested_telemetry.parse_batches(req)],
         "final": final,
@@ -122,10 +122,9 @@ def end_of(lease: dict[str, Any], req: dict[str, Any], now_ns: int) -> int:
 
 
 def check_measurement(terms: dict[str, Any], board_power_w: int, req: dict[str, Any]) -> None:
-    """Measured energy is physical: not negative, not above what the boards can draw."""
+    """Measured energy is physical: not above what the boards can draw (readings a TPM
+    attested can still be a broken counter's)."""
     measured, duration = req["measured_mj"], req["end_ms"] - req["start_ms"]
-    if measured < 0:
-        raise ContractError(f"[settle.energy] measured_mj {measured} is negative")
     limit = money.energy_limit_mj(board_power_w, len(terms["attributed_power_mw"]), duration)
     if measured > limit:
         raise ContractError(

@@ -18,7 +18,7 @@ from fabric_chaincode_python.fabric_contract_api import (
 )
 
 from ledger.contract import args as args
-from ledger.contract import attested_telemetry, billing, ek_binding
+from ledger.contract import attested_telemetry, billing, ek_binding, node_keys
 from ledger.contract import quote as attestation
 from ledger.contract import rules as rules
 from ledger.contract import terms as lease_terms
@@ -124,6 +124,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
                     f"[enrol.gpus_changed] node {node_id} must be re-registered with the same GPUs"
                 )
             epoch = node["ak_epoch"] + 1
+        await node_keys.claim(stub, node_id, ak_public, binding)
         for gpu in gpus:
             owner = await get_json(stub, GPU + gpu["uuid"])
             if owner is not None and owner["node_id"] != node_id:
@@ -161,6 +162,7 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         rules.require_org(ctx, node["org"], f"node {node_id}")
         if node["revoked"]:
             return _out(node)  # revoking twice is a retry: same answer, nothing written
+        await node_keys.revoke(stub, node_id, args.b64bytes(node, "ak_public"))
         node.update(revoked=True, revoked_tx=stub.get_txid(), revoked_reason=reason)
         await put_json(stub, NODE + node_id, node)
         stub.set_event("AKRevoked", dumps({"node_id": node_id, "ak_epoch": node["ak_epoch"]}))
@@ -283,8 +285,9 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
         return _out(lease)
 
     async def Settle(self, ctx: TransactionContext, request: str) -> str:
-        """{lease_id, interval_seq, start_ms, end_ms, measured_mj, telemetry_digest (hex
-        sha256), telemetry_batches: [{gpu, digest, rows}] (contract.attested_telemetry), final,
+        """{lease_id, interval_seq, start_ms, end_ms, measured_mj (must equal what the cited
+        batches' attested counters show: contract.attested_telemetry.measured_mj),
+        telemetry_digest (hex sha256), telemetry_batches: [{gpu, digest, rows}], final,
         tariff_micro_per_kwh, pue_milli, capacity_micro_per_gpu_hour, capacity_micro,
         priced_energy_micro, measured_energy_micro, settlement_micro, total_micro}: one bill
         line, recomputed from the lease's terms on the ledger
@@ -307,11 +310,12 @@ class WattleaseContract(AttestationFunctions, GovernanceFunctions, Contract):
             return _out(existing)  # a retry: same answer, nothing written
         billing.check_sequence(lease, req, tx_time_ns(stub))
         terms = billing.terms_for(lease, req["start_ms"], req["end_ms"])
+        derived_mj = await attested_telemetry.measured_mj(stub, terms, req)
+        attested_telemetry.check_measured(req, derived_mj)
         card = await lease_terms.rate_card(stub)
         board_w = card.generations[terms["generation"]].board_power_w
         billing.check_measurement(terms, board_w, req)
         line = billing.line_of(terms, req)
-        await attested_telemetry.check_line(stub, terms, req)
         record = {
             **req,
             **line.as_dict(),

@@ -45,8 +45,10 @@ from tests.ledger.helpers import (
     H100,
     approve_on_engine,
     attest,
+    batches_of,
     bill_line,
     bill_of,
+    counter_readings,
     js,
     lease_request,
     now_ms,
@@ -54,7 +56,6 @@ from tests.ledger.helpers import (
     pcr_policy,
     register_node,
     settle_request,
-    telemetry_for,
 )
 
 HOUR_MS = 3_600_000
@@ -109,22 +110,39 @@ def _story(
 ) -> dict[str, list[dict[str, Any]]]:
     approve_on_engine(ledger, BOOT_POLICY, pcr_policy(tpm.golden), clock)
     register_node(client, tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100)])
-    att = attest(client, tpm, "n1", 0, telemetry_for(["GPU-a", "GPU-b"]))["attestation_id"]
     start = now_ms() - 3 * HOUR_MS
+    # the readings the quote binds: each GPU's counter rises LINE_MJ an hour (the contract
+    # derives each line's measured energy from them), and a later batch of GPU-a
+    hours = [(start + k * HALF_HOUR_MS, k * LINE_MJ // 2) for k in range(4)]
+    rows = counter_readings(["GPU-a", "GPU-b"], hours)
+    att = attest(client, tpm, "n1", 0, rows)["attestation_id"]
+    later = counter_readings(["GPU-a"], [(start + 2 * HOUR_MS, 2 * LINE_MJ)])
+    attest(client, tpm, "n1", 0, later)
     out: dict[str, list[dict[str, Any]]] = {}
     for lease, gpu, tenant in (("L1", "GPU-a", TENANT_A), ("L2", "GPU-b", TENANT_B)):
         created = client.submit(
             "CreateLease", lease_request(lease, [gpu], [att], tenant=tenant, start_ms=start)
         )
         terms = json.loads(created.payload)["terms"]
-        first = settle_request(lease, 0, terms, start, start + HOUR_MS, LINE_MJ)
+        cited = [b for b in batches_of(rows) if b.gpu == gpu]
+        first = settle_request(lease, 0, terms, start, start + HOUR_MS, LINE_MJ, batches=cited)
         settled = client.submit("Settle", js(first))
         out[lease] = [api_line(first, settled.tx_id, settled.block_number)]
     terms = json.loads(client.evaluate("GetLease", js({"lease_id": "L1"})))["terms"]
-    # line 1 of L1 twice, endorsed on one state: the second is MVCC-invalid at commit
+    # line 1 of L1 twice, endorsed on one state: the second is MVCC-invalid at commit (it
+    # also cites the later batch, which adds no energy to the half hour: another request)
+    cited = [b for b in batches_of(rows) if b.gpu == "GPU-a"]
     second = [
-        settle_request("L1", 1, terms, start + HOUR_MS, start + HOUR_MS + HALF_HOUR_MS, mj)
-        for mj in (LINE_MJ // 2, LINE_MJ // 2 - 1)
+        settle_request(
+            "L1",
+            1,
+            terms,
+            start + HOUR_MS,
+            start + HOUR_MS + HALF_HOUR_MS,
+            LINE_MJ // 2,
+            batches=batches,
+        )
+        for batches in (cited, cited + batches_of(later))
     ]
     envelopes = [ledger.endorse(*_proposal(ledger, client, js(r), clock()))[1] for r in second]
     futures = [ledger.order(e) for e in envelopes]

@@ -21,9 +21,9 @@ from tests.ledger.helpers import (
     lease_request,
     lease_terms,
     now_ms,
+    readings_for,
     register_node,
     settle_request,
-    telemetry_for,
 )
 
 MINUTE_MS = 60_000
@@ -34,7 +34,7 @@ def fleet(ledger_env: LedgerEnv, node_tpm, boot_policy) -> dict:
     """Node n1 of Org1: GPU-h (H100) and GPU-a (A100), freshly attested."""
     client = ledger_env.clients[ORG1]
     register_node(client, node_tpm, "n1", 0, [("GPU-h", H100), ("GPU-a", A100)])
-    att = attest(client, node_tpm, "n1", 0, telemetry_for(["GPU-h", "GPU-a"]))
+    att = attest(client, node_tpm, "n1", 0, readings_for(["GPU-h", "GPU-a"]))
     return {"att": att["attestation_id"], "client": client}
 
 

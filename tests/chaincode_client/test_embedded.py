@@ -18,9 +18,7 @@ from chaincode_client.interface import (
     TransactionInvalid,
 )
 from ledger.engine import EmbeddedLedger
-from tests.ledger.helpers import ZERO_POLICY_ID, open_ledger, software_ak_b64
-
-AK = software_ak_b64()
+from tests.ledger.helpers import ZERO_POLICY_ID, node_ak_b64, open_ledger
 
 
 def node(node_id: str) -> str:
@@ -28,7 +26,7 @@ def node(node_id: str) -> str:
         {
             "node_id": node_id,
             "org": "Org1MSP",
-            "ak_public": AK,
+            "ak_public": node_ak_b64(node_id),
             "gpus": [{"uuid": f"GPU-{node_id}", "generation": "A100"}],
             "pcr_policy_id": ZERO_POLICY_ID,
         }

@@ -10,9 +10,7 @@ from pathlib import Path
 
 from chaincode_client.embedded import EmbeddedClient
 from ledger.engine import EmbeddedLedger
-from tests.ledger.helpers import ZERO_PCR_POLICY, ZERO_POLICY_ID, approve_on_engine, software_ak_b64
-
-AK = software_ak_b64()
+from tests.ledger.helpers import ZERO_PCR_POLICY, ZERO_POLICY_ID, approve_on_engine, node_ak_b64
 
 THREADS = 8
 
@@ -33,7 +31,7 @@ def main(path: str, prefix: str) -> None:
                     {
                         "node_id": node_id,
                         "org": "Org1MSP",
-                        "ak_public": AK,
+                        "ak_public": node_ak_b64(node_id),
                         "gpus": [{"uuid": f"GPU-{node_id}", "generation": "H100"}],
                         "pcr_policy_id": ZERO_POLICY_ID,
                     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -92,23 +93,49 @@ def challenge(client: LedgerClient, node_id: str) -> bytes:
     return bytes.fromhex(json.loads(receipt.payload)["nonce"])
 
 
+def readings_for(gpus: list[str], t_ms: int = 0) -> dict[str, str]:
+    """Each GPU's batch of one reading at `t_ms` (its counter at t_ms mJ): what a quote binds
+    and RecordAttestation carries ({gpu: CSV rows}, attest.readings)."""
+    return {g: f"{t_ms},{g},{t_ms},0,0,0,0\n" for g in gpus}
+
+
+def counter_readings(gpus: list[str], points: list[tuple[int, int]]) -> dict[str, str]:
+    """Each GPU's batch of readings at (t_ms, counter mJ) `points`."""
+    return {g: "".join(f"{t},{g},{mj},0,0,0,0\n" for t, mj in points) for g in gpus}
+
+
+def digests_of(batch_rows: dict[str, str]) -> dict[str, str]:
+    """{gpu: batch digest} of {gpu: rows} (canonical rows in time order, as these helpers
+    write them): what the ledger derives and records."""
+    return {g: readings.gpu_digest(rows.splitlines()) for g, rows in batch_rows.items()}
+
+
+def batches_of(batch_rows: dict[str, str]) -> list[readings.Batch]:
+    """The batches of {gpu: rows}, as a bill line cites them."""
+    return [
+        readings.Batch(g, d, batch_rows[g].count("\n"))
+        for g, d in sorted(digests_of(batch_rows).items())
+    ]
+
+
 def telemetry_for(gpus: list[str], t_ms: int = 0) -> dict[str, str]:
-    """Each GPU's batch digest over one reading at `t_ms` (attest.readings)."""
-    return {g: readings.gpu_digest([f"{t_ms},{g},{t_ms},0,0,0,0"]) for g in gpus}
+    """Each GPU's batch digest of `readings_for`: the record's `telemetry`."""
+    return digests_of(readings_for(gpus, t_ms))
 
 
 def batches_for(gpus: list[str], t_ms: int = 0) -> list[readings.Batch]:
-    """The batches of `telemetry_for`, as a bill line cites them."""
-    return [readings.Batch(g, d, 1) for g, d in sorted(telemetry_for(gpus, t_ms).items())]
+    """The batches of `readings_for`, as a bill line cites them."""
+    return batches_of(readings_for(gpus, t_ms))
 
 
 def quote_request(
-    tpm: Any, node_id: str, ak_index: int, nonce: bytes, telemetry: dict[str, str] | None = None
+    tpm: Any, node_id: str, ak_index: int, nonce: bytes, batch_rows: dict[str, str] | None = None
 ) -> dict:
-    """A real quote over the ledger's nonce, bound to `telemetry` ({gpu: batch digest})."""
+    """A real quote over the ledger's nonce, bound to the digests of `batch_rows` ({gpu:
+    rows}), which the request carries as its readings."""
     import base64
 
-    extra = readings.qualifying_data(nonce, telemetry)
+    extra = readings.qualifying_data(nonce, digests_of(batch_rows) if batch_rows else None)
     evidence = tpm.agent.quote(tpm.aks[ak_index], extra, "sha256:0,2,7")
     return {
         "node_id": node_id,
@@ -118,7 +145,7 @@ def quote_request(
             "sha256": {str(i): v.hex() for i, v in evidence.pcr_values["sha256"].items()}
         },
         "nonce": nonce.hex(),
-        **({"telemetry": telemetry} if telemetry else {}),
+        **({"readings": batch_rows} if batch_rows else {}),
     }
 
 
@@ -127,13 +154,34 @@ def attest(
     tpm: Any,
     node_id: str,
     ak_index: int,
-    telemetry: dict[str, str] | None = None,
+    batch_rows: dict[str, str] | None = None,
 ) -> dict:
     """The honest round: ask the ledger for a challenge, quote over it (and over the node's
-    telemetry digests, when given), record the answer."""
-    request = quote_request(tpm, node_id, ak_index, challenge(client, node_id), telemetry)
+    readings {gpu: rows}, when given), record the answer."""
+    request = quote_request(tpm, node_id, ak_index, challenge(client, node_id), batch_rows)
     receipt = client.submit("RecordAttestation", js(request))
     return json.loads(receipt.payload)
+
+
+def attested_energy(
+    client: LedgerClient,
+    tpm: Any,
+    node_id: str,
+    ak_index: int,
+    gpus: list[str],
+    start_ms: int,
+    end_ms: int,
+    measured_mj: int,
+) -> list[readings.Batch]:
+    """Attest readings of `gpus` that show `measured_mj` over [start_ms, end_ms] (shared out,
+    the remainder on the first GPU); the batches a line over that interval cites."""
+    share, rest = divmod(measured_mj, len(gpus))
+    batch_rows = {}
+    for i, gpu in enumerate(sorted(gpus)):
+        drawn = share + (rest if i == 0 else 0)
+        batch_rows.update(counter_readings([gpu], [(start_ms, 0), (end_ms, drawn)]))
+    attest(client, tpm, node_id, ak_index, batch_rows)
+    return batches_of(batch_rows)
 
 
 def now_ms() -> int:
@@ -268,3 +316,10 @@ def software_ak_b64() -> str:
     from attest.public import software_ak_public
 
     return base64.b64encode(software_ak_public()).decode()
+
+
+@functools.cache
+def node_ak_b64(node_id: str) -> str:
+    """`software_ak_b64` of one node, the same on every call: one AK, one node (the ledger
+    refuses an AK another node holds: [enrol.ak_taken])."""
+    return software_ak_b64()

@@ -14,15 +14,16 @@ from tests.ledger.conftest import ORG1, LedgerEnv
 from tests.ledger.helpers import (
     H100,
     attest,
-    batches_for,
+    batches_of,
     challenge,
+    counter_readings,
+    digests_of,
     js,
     lease_request,
     now_ms,
     quote_request,
     register_node,
     settle_request,
-    telemetry_for,
 )
 
 HOUR_MS = 3_600_000
@@ -43,6 +44,11 @@ def fleet(ledger_env: LedgerEnv, node_tpm, boot_policy) -> tuple:
     return client, json.loads(lease.payload)["terms"], start
 
 
+def drawn(start: int, gpu: str = A) -> dict[str, str]:
+    """A batch of `gpu`'s readings that shows DRAWN_MJ over the line's hour from `start`."""
+    return counter_readings([gpu], [(start, 0), (start + HOUR_MS, DRAWN_MJ)])
+
+
 def settle(client, terms, start, batches, **overrides) -> dict:
     request = settle_request("L", 0, terms, start, start + HOUR_MS, DRAWN_MJ, batches=batches)
     request.update(overrides)
@@ -51,24 +57,25 @@ def settle(client, terms, start, batches, **overrides) -> dict:
 
 def test_a_line_citing_batches_its_nodes_quote_attested_is_accepted(fleet, node_tpm):
     client, terms, start = fleet
-    record = attest(client, node_tpm, "n1", 0, telemetry_for([A]))
-    assert record["valid"] and record["telemetry"] == telemetry_for([A])
-    line = settle(client, terms, start, batches_for([A]))
-    assert line["telemetry_batches"] == [b.as_dict() for b in batches_for([A])]
-    assert line["telemetry_digest"] == readings.evidence_digest(batches_for([A]))
+    record = attest(client, node_tpm, "n1", 0, drawn(start))
+    assert record["valid"] and record["telemetry"] == digests_of(drawn(start))
+    line = settle(client, terms, start, batches_of(drawn(start)))
+    assert line["telemetry_batches"] == [b.as_dict() for b in batches_of(drawn(start))]
+    assert line["telemetry_digest"] == readings.evidence_digest(batches_of(drawn(start)))
+    assert line["measured_mj"] == DRAWN_MJ
 
 
 def test_a_forged_digest_no_quote_attested_is_refused(fleet, node_tpm):
     client, terms, start = fleet
-    attest(client, node_tpm, "n1", 0, telemetry_for([A]))
-    forged = [readings.Batch(A, "ee" * 32, 1)]
+    attest(client, node_tpm, "n1", 0, drawn(start))
+    forged = [readings.Batch(A, "ee" * 32, 2)]
     with pytest.raises(EndorsementError, match=r"\[settle.telemetry_unattested\] batch e+ of"):
         settle(client, terms, start, forged)
 
 
 def test_energy_without_any_attested_batch_is_refused(fleet):
     client, terms, start = fleet
-    with pytest.raises(EndorsementError, match=r"\[settle.telemetry_unattested\] measured_mj"):
+    with pytest.raises(EndorsementError, match=r"\[settle.measured\] measured_mj"):
         settle(client, terms, start, [])
     assert settle(client, terms, start, [], **_zero(terms, start))["measured_mj"] == 0
 
@@ -81,42 +88,51 @@ def _zero(terms, start) -> dict:
 def test_a_digest_another_nodes_quote_attested_does_not_count(fleet, node_tpm):
     client, terms, start = fleet
     # n2 attests a batch of its own GPU with the very readings the line's digest claims
-    theirs = telemetry_for([B])
+    theirs = drawn(start, B)
     assert attest(client, node_tpm, "n2", 1, theirs)["valid"]
-    borrowed = [readings.Batch(A, theirs[B], 1)]
+    borrowed = [readings.Batch(A, digests_of(theirs)[B], 2)]
     with pytest.raises(EndorsementError, match=r"\[settle.telemetry_unattested\]"):
         settle(client, terms, start, borrowed)
     # n2 cannot attest readings of a GPU it does not hold, either
     with pytest.raises(EndorsementError, match=r"\[attest.telemetry_gpu\] node n2"):
-        attest(client, node_tpm, "n2", 1, telemetry_for([A]))
+        attest(client, node_tpm, "n2", 1, drawn(start))
     # and a batch of a GPU the lease does not hold is not its evidence
     with pytest.raises(EndorsementError, match=r"\[settle.telemetry_gpu\] batch"):
-        settle(client, terms, start, batches_for([B]))
+        settle(client, terms, start, batches_of(theirs))
 
 
 def test_a_digest_in_a_failed_attestation_is_refused(fleet, node_tpm):
     client, terms, start = fleet
     # signed by another AK than n1's: recorded as failed evidence, attests nothing
-    request = quote_request(node_tpm, "n1", 2, challenge(client, "n1"), telemetry_for([A]))
+    request = quote_request(node_tpm, "n1", 2, challenge(client, "n1"), drawn(start))
     failed = json.loads(client.submit("RecordAttestation", js(request)).payload)
-    assert failed["valid"] is False and failed["telemetry"] == telemetry_for([A])
+    assert failed["valid"] is False and failed["telemetry"] == digests_of(drawn(start))
     with pytest.raises(EndorsementError, match=r"\[settle.telemetry_unattested\]"):
-        settle(client, terms, start, batches_for([A]))
+        settle(client, terms, start, batches_of(drawn(start)))
 
 
 def test_a_quote_not_bound_to_the_readings_attests_nothing(fleet, node_tpm):
     client, terms, start = fleet
     # a quote over the plain nonce, submitted as if it covered readings
     request = quote_request(node_tpm, "n1", 0, challenge(client, "n1"))
-    request["telemetry"] = telemetry_for([A])
+    request["readings"] = drawn(start)
     record = json.loads(client.submit("RecordAttestation", js(request)).payload)
     assert record["valid"] is False
     with pytest.raises(EndorsementError, match=r"\[settle.telemetry_unattested\]"):
-        settle(client, terms, start, batches_for([A]))
+        settle(client, terms, start, batches_of(drawn(start)))
+
+
+def test_digests_alone_are_no_readings(fleet, node_tpm):
+    """The old `telemetry` ({gpu: digest}) would let the ledger attest what it cannot read."""
+    client, _, start = fleet
+    request = quote_request(node_tpm, "n1", 0, challenge(client, "n1"))
+    request["telemetry"] = digests_of(drawn(start))
+    with pytest.raises(EndorsementError, match=r"telemetry: batch digests alone"):
+        client.submit("RecordAttestation", js(request))
 
 
 def test_the_lines_digest_must_be_that_of_its_batches(fleet, node_tpm):
     client, terms, start = fleet
-    attest(client, node_tpm, "n1", 0, telemetry_for([A]))
+    attest(client, node_tpm, "n1", 0, drawn(start))
     with pytest.raises(EndorsementError, match=r"\[settle.telemetry_digest\]"):
-        settle(client, terms, start, batches_for([A]), telemetry_digest="cd" * 32)
+        settle(client, terms, start, batches_of(drawn(start)), telemetry_digest="cd" * 32)

@@ -1,4 +1,4 @@
-"""The attested-telemetry arguments (RecordAttestation's `telemetry`, Settle's
+"""The attested-telemetry arguments (RecordAttestation's `readings`, Settle's
 `telemetry_batches`) are untrusted bytes: any input parses to well-formed values or raises an
 ArgumentError naming the field, never anything else."""
 
@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attest import readings
 from ledger.contract import args as args
 from ledger.contract import attested_telemetry as at
 
@@ -20,18 +21,34 @@ DIGEST = st.binary(min_size=32, max_size=32).map(bytes.hex)
 
 
 @given(JSONISH)
-def test_telemetry_parses_or_names_the_field(value):
+def test_readings_parse_or_name_the_field(value):
     try:
-        parsed = at.parse_telemetry({"telemetry": value})
+        parsed = at.parse_readings({"readings": value})
     except args.ArgumentError as exc:
-        assert "telemetry" in str(exc) or str(exc).split(":")[0]
+        assert str(exc).startswith("[args.invalid] readings")
         return
-    assert all(len(bytes.fromhex(d)) == 32 for d in parsed.values())
+    assert all(rows and all(r.gpu == gpu for r in rows) for gpu, rows in parsed.items())
 
 
-@given(st.dictionaries(st.from_regex(r"GPU-[a-z0-9]{1,8}", fullmatch=True), DIGEST, max_size=8))
-def test_well_formed_telemetry_round_trips(value):
-    assert at.parse_telemetry({"telemetry": value}) == value
+READING = st.tuples(st.integers(0, 10**6), st.integers(0, 10**12))
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"GPU-[a-z0-9]{1,8}", fullmatch=True),
+        st.lists(READING, min_size=1, max_size=6, unique_by=lambda r: r[0]),
+        max_size=8,
+    )
+)
+def test_well_formed_readings_round_trip_to_their_digests(value):
+    """The contract derives each GPU's batch digest from its rows, as the node agent does."""
+    texts = {
+        gpu: "".join(f"{t},{gpu},{mj},0,0,0,0\n" for t, mj in points)
+        for gpu, points in value.items()
+    }
+    parsed = at.parse_readings({"readings": texts})
+    expected = readings.gpu_digests(r for text in texts.values() for r in readings.parse_rows(text))
+    assert at.digests(parsed) == expected
 
 
 @given(JSONISH)

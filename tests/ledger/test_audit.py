@@ -25,16 +25,18 @@ from tests.ledger.helpers import (
     H100,
     approve_on_engine,
     attest,
+    batches_of,
     challenge,
+    counter_readings,
     js,
     lease_request,
     now_ms,
     org_roots,
     pcr_policy,
     quote_request,
+    readings_for,
     register_node,
     settle_request,
-    telemetry_for,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,11 +56,14 @@ def chain(tmp_path: Path, node_tpm) -> Path:
     approve_on_engine(ledger, BOOT_POLICY, pcr_policy(node_tpm.golden), clock)
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100)])
     att = attest(client, node_tpm, "n1", 0)["attestation_id"]
-    attest(client, node_tpm, "n1", 0, telemetry_for(["GPU-a"]))  # re-verified with its binding
     start = now_ms() - 2 * HOUR_MS
+    hour = counter_readings(["GPU-a"], [(start, 0), (start + HOUR_MS, SETTLED_MJ)])
+    attest(client, node_tpm, "n1", 0, hour)  # re-verified with its binding
     lease = client.submit("CreateLease", lease_request("L1", ["GPU-a"], [att], start_ms=start))
     terms = json.loads(lease.payload)["terms"]
-    request = settle_request("L1", 0, terms, start, start + HOUR_MS, SETTLED_MJ)
+    request = settle_request(
+        "L1", 0, terms, start, start + HOUR_MS, SETTLED_MJ, batches=batches_of(hour)
+    )
     client.submit("Settle", js(request))
     # two endorsed leases of GPU-b ordered into one block: the second is MVCC-invalid
     first = ledger.endorse(*_proposal(ledger, client, "L2", clock()))[1]
@@ -128,7 +133,7 @@ def test_a_retried_attestation_verifies_and_a_false_retry_is_named(tmp_path, nod
     client = EmbeddedClient(ledger, ledger.enroll(ORG1, "ops"), clock_ns=clock)
     approve_on_engine(ledger, BOOT_POLICY, pcr_policy(node_tpm.golden), clock)
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)])
-    request = quote_request(node_tpm, "n1", 0, challenge(client, "n1"), telemetry_for(["GPU-a"]))
+    request = quote_request(node_tpm, "n1", 0, challenge(client, "n1"), readings_for(["GPU-a"]))
     first = client.submit("RecordAttestation", js(request))
     again = client.submit("RecordAttestation", js(request))
     assert again.payload == first.payload and again.tx_id != first.tx_id

@@ -14,13 +14,14 @@ from tests.ledger.helpers import (
     H100,
     PLANNED_MS,
     attest,
+    attested_energy,
     js,
     lease_request,
     lease_terms,
     now_ms,
+    readings_for,
     register_node,
     settle_request,
-    telemetry_for,
 )
 
 HOUR_MS = 3_600_000
@@ -35,8 +36,15 @@ def billing(ledger_env: LedgerEnv, node_tpm, boot_policy) -> tuple:
     client = ledger_env.clients[ORG1]
     inventory = [(u, H100) for u in H100_GPUS] + [(u, A100) for u in A100_GPUS]
     register_node(client, node_tpm, "n1", 0, inventory)
-    telemetry = telemetry_for(H100_GPUS + A100_GPUS)
-    return client, attest(client, node_tpm, "n1", 0, telemetry)["attestation_id"]
+    telemetry = readings_for(H100_GPUS + A100_GPUS)
+    NODE_TPM[id(client)] = node_tpm  # settle() attests the readings each line bills
+    yield client, attest(client, node_tpm, "n1", 0, telemetry)["attestation_id"]
+    del NODE_TPM[id(client)]
+
+
+# the swtpm of node n1, by the client of the test that registered it: each line's readings
+# are attested before it is settled (the contract derives measured energy from them)
+NODE_TPM: dict[int, object] = {}
 
 
 def create(client, att, lease_id: str, gpus: list[str], **terms) -> dict:
@@ -45,8 +53,15 @@ def create(client, att, lease_id: str, gpus: list[str], **terms) -> dict:
 
 
 def settle(client, lease_id, seq, terms, start, end, drawn_mj, **overrides) -> dict:
+    """Settle the line, its node's quote having attested readings that show `drawn_mj`."""
     final = overrides.pop("final", False)
-    request = settle_request(lease_id, seq, terms, start, end, drawn_mj, final=final)
+    gpus = sorted(terms["attributed_power_mw"])
+    batches = None
+    if drawn_mj > 0:
+        batches = attested_energy(client, NODE_TPM[id(client)], "n1", 0, gpus, start, end, drawn_mj)
+    request = settle_request(
+        lease_id, seq, terms, start, end, drawn_mj, final=final, batches=batches
+    )
     request.update(overrides)
     return json.loads(client.submit("Settle", js(request)).payload)
 
@@ -181,7 +196,7 @@ def test_energy_beyond_physics_or_negative_is_refused(running):
     client, terms, at = running
     limit = 700 * HOUR_MS * 105 // 100  # board power x 1 GPU x 1 h + 5 %
     refused("settle.energy", client, "F", 1, terms, at, at + HOUR_MS, limit + 1)
-    with pytest.raises(EndorsementError, match=r"\[settle.energy\] measured_mj -1 is negative"):
+    with pytest.raises(EndorsementError, match=r"measured_mj: must be an integer in \[0, "):
         settle(client, "F", 1, terms, at, at + HOUR_MS, 0, measured_mj=-1)
     line = settle(client, "F", 1, terms, at, at + HOUR_MS, limit)  # at the limit: accepted
     assert line["measured_mj"] == limit

@@ -18,16 +18,18 @@ from tests.ledger.helpers import (
     A100,
     H100,
     attest,
+    batches_of,
     challenge,
+    counter_readings,
     js,
     lease_request,
     lease_terms,
     now_ms,
     pcr_policy,
     quote_request,
+    readings_for,
     register_node,
     settle_request,
-    telemetry_for,
 )
 
 
@@ -39,10 +41,11 @@ def fleet(ledger_env: LedgerEnv, node_tpm, boot_policy) -> dict:
     register_node(client, node_tpm, "n1", 0, [("GPU-a", H100), ("GPU-b", H100), ("GPU-c", A100)])
     register_node(client, node_tpm, "n2", 1, [("GPU-d", H100)])
     return {
-        "n1": attest(client, node_tpm, "n1", 0, telemetry_for(["GPU-a", "GPU-b", "GPU-c"]))[
+        "n1": attest(client, node_tpm, "n1", 0, readings_for(["GPU-a", "GPU-b", "GPU-c"]))[
             "attestation_id"
         ],
-        "n2": attest(client, node_tpm, "n2", 1, telemetry_for(["GPU-d"]))["attestation_id"],
+        "n2": attest(client, node_tpm, "n2", 1, readings_for(["GPU-d"]))["attestation_id"],
+        "tpm": node_tpm,  # n1's and n2's TPM, to attest the readings a line bills
     }
 
 
@@ -378,15 +381,27 @@ def test_concurrent_conflicting_leases_exactly_one_wins(ledger_env, fleet):
 # -- settlements ---------------------------------------------------------------------------
 
 
+FIRST_HOUR_MJ = 2_000_000_000
+
+
 def one_hour_lease(client, fleet) -> dict:
-    """L1 on GPU-a, started 2 h ago (settled below over its first hour)."""
+    """L1 on GPU-a, started 2 h ago (settled below over its first hour, whose readings n1's
+    quote attests)."""
     start = now_ms() - 2 * 3_600_000
+    attest(client, fleet["tpm"], "n1", 0, first_hour_readings(start))
     return lease(client, "L1", ["GPU-a"], [fleet["n1"]], start_ms=start)["terms"]
+
+
+def first_hour_readings(start: int) -> dict[str, str]:
+    return counter_readings(["GPU-a"], [(start, 0), (start + 3_600_000, FIRST_HOUR_MJ)])
 
 
 def first_hour(terms: dict, **overrides) -> str:
     start = terms["start_ms"]
-    request = settle_request("L1", 0, terms, start, start + 3_600_000, 2_000_000_000)
+    batches = batches_of(first_hour_readings(start))
+    request = settle_request(
+        "L1", 0, terms, start, start + 3_600_000, FIRST_HOUR_MJ, batches=batches
+    )
     return js({**request, **overrides})
 
 

@@ -24,9 +24,7 @@ from ledger.engine.endorser import (
 from ledger.engine.store import SqliteState
 from ledger.engine.tx import RwSet, check_mvcc
 from ledger.engine.validate import DictState
-from tests.ledger.helpers import ZERO_POLICY_ID, js, open_ledger, software_ak_b64
-
-AK = software_ak_b64()
+from tests.ledger.helpers import ZERO_POLICY_ID, js, node_ak_b64, open_ledger
 
 
 def node_request(node_id: str) -> str:
@@ -34,7 +32,7 @@ def node_request(node_id: str) -> str:
         {
             "node_id": node_id,
             "org": "Org1MSP",
-            "ak_public": AK,
+            "ak_public": node_ak_b64(node_id),
             "gpus": [{"uuid": f"GPU-{node_id}", "generation": "H100"}],
             "pcr_policy_id": ZERO_POLICY_ID,
         }

@@ -20,8 +20,8 @@ from webapp.fleet.models import GPU, Node
 from webapp.fleet.models import TelemetrySample as StoredSample
 from webapp.fleet.telemetry import record_samples
 
-# under the request body limit (1 MiB): ~15,000 readings, 8 GPUs at 1 Hz for half an hour
-MAX_TELEMETRY_CHARS = 960 * 1024
+# what one quote may bind: the readings travel whole to the ledger (RecordAttestation)
+MAX_TELEMETRY_CHARS = readings.MAX_QUOTED_READINGS_CHARS
 
 
 class TelemetryRefused(ValueError):
@@ -51,6 +51,12 @@ def parse(node: Node, text: str) -> dict[str, list[readings.Reading]]:
 def digests(groups: dict[str, list[readings.Reading]]) -> dict[str, str]:
     """{gpu: batch digest}, what the quote binds (attest.readings)."""
     return readings.gpu_digests(r for rows in groups.values() for r in rows)
+
+
+def texts(groups: dict[str, list[readings.Reading]]) -> dict[str, str]:
+    """{gpu: its rows, each ending in a newline}: a batch as stored and as the ledger's
+    RecordAttestation takes it (the contract derives the digests and counters from them)."""
+    return {gpu: "".join(r.row + "\n" for r in rows) for gpu, rows in groups.items()}
 
 
 def keep(attestation: Attestation, groups: dict[str, list[readings.Reading]]) -> None:

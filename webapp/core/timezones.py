@@ -7,6 +7,7 @@ Without the cookie, or with a zone Python does not know, pages stay in UTC and s
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import unquote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.http import HttpRequest, HttpResponse
@@ -17,7 +18,7 @@ MAX_ZONE_CHARS = 64  # the longest IANA name is 32 characters; anything longer i
 
 
 def viewer_zone(request: HttpRequest) -> ZoneInfo | None:
-    name = request.COOKIES.get(TZ_COOKIE, "")
+    name = unquote(request.COOKIES.get(TZ_COOKIE, ""))  # zone.js encodes it (Asia%2FShanghai)
     if not name or len(name) > MAX_ZONE_CHARS or ".." in name or name.startswith("/"):
         return None
     try:

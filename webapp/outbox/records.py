@@ -105,9 +105,10 @@ def challenge_requested(node) -> OutboxEntry:
     return enqueue(prefix + uuid.uuid4().hex, "IssueChallenge", {"node_id": node.name})
 
 
-def attestation_answered(attestation, telemetry: dict[str, str]) -> OutboxEntry:
-    """A quote for the ledger to re-verify (RecordAttestation), with the digests of the
-    readings it binds ({gpu: batch digest}; docs/billing.md, "Attested telemetry")."""
+def attestation_answered(attestation, readings: dict[str, str]) -> OutboxEntry:
+    """A quote for the ledger to re-verify (RecordAttestation), with the readings it binds
+    ({gpu: its rows}; the contract derives their digests and the counters a bill line's
+    measured energy comes from: docs/billing.md, "Attested telemetry")."""
     args: dict[str, Any] = {
         "node_id": attestation.node.name,
         "nonce": attestation.nonce,
@@ -115,8 +116,8 @@ def attestation_answered(attestation, telemetry: dict[str, str]) -> OutboxEntry:
         "signature": base64.b64encode(bytes(attestation.signature)).decode(),
         "pcr_values": attestation.pcr_values,
     }
-    if telemetry:
-        args["telemetry"] = telemetry
+    if readings:
+        args["readings"] = readings
     return enqueue(
         f"attestation:{attestation.node.name}:{attestation.nonce}", "RecordAttestation", args
     )

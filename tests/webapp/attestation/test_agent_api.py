@@ -388,9 +388,14 @@ def test_readings_sent_with_a_quote_are_kept_as_batches_its_quote_binds(fleet, a
     digests = readings.gpu_digests(readings.parse_rows(text))
     assert {uuid: b.digest for uuid, b in batches.items()} == digests
     assert all(b.rows == 2 and b.first_ms == 1_000 and b.last_ms == 1_001 for b in batches.values())
-    # the ledger re-verifies the quote over the same digests, and the samples are stored
+    # the ledger gets the readings themselves (it derives the same digests and keeps the
+    # counters a bill's energy comes from), and the samples are stored
     entry = OutboxEntry.objects.get(function="RecordAttestation")
-    assert entry.args["telemetry"] == digests
+    by_gpu = readings.by_gpu(readings.parse_rows(text))
+    assert entry.args["readings"] == {
+        g: "".join(r.row + "\n" for r in rows) for g, rows in by_gpu.items()
+    }
+    assert "telemetry" not in entry.args
     assert TelemetrySample.objects.filter(gpu__in=fleet.gpus[:2]).count() == 4
 
 

@@ -306,6 +306,7 @@ def test_every_page_in_both_languages_at_both_widths_is_accessible(browser, demo
             _check(page, f"{where} leases", failures)
             lease = page.locator("#leases a[href*='/console/leases/']").first.get_attribute("href")
             page.goto(demo.base + "/console/leases/new/")
+            page.fill("#f-hours", "")
             page.focus("#f-hours")
             page.keyboard.type("0.1")
             for _ in range(12):  # by keyboard alone to the preview button
@@ -326,6 +327,7 @@ def test_every_page_in_both_languages_at_both_widths_is_accessible(browser, demo
                 _check(page, f"{where} {name}", failures)
                 if (language, width, name) == ("zh", "desktop", "lease"):
                     assert "报价" in page.locator("main").inner_text()
+                    assert " CST" in page.locator("#story").inner_text()  # Asia/Shanghai
                     page.screenshot(path=str(demo.shots / "console-lease-zh.png"), full_page=True)
             page.context.close()
 

@@ -18,7 +18,9 @@ import pytest
 from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
-START_TIMEOUT_S = 90
+# A ceiling, not a speed target: on a 2-core machine shared with other builds the demo took
+# more than 90 s to come up; a start that never comes still fails.
+START_TIMEOUT_S = 300
 LIVE_TELEMETRY_TIMEOUT_S = 30
 FLEET_ON_LEDGER_TIMEOUT_S = 90  # five enrolments, a challenge and a quote each, a tamper
 

@@ -126,7 +126,7 @@ def record_quote(
         node.save(update_fields=["trust", "last_good_attestation"])
         audit(actor, "node.attested", node, valid=verdict.valid, codes=verdict.codes())
         if check.ok:  # the ledger refuses a replayed nonce anyway; don't send one
-            attestation_answered(attestation, digests)
+            attestation_answered(attestation, node_telemetry.texts(batches))
         publish_on_commit("node", name=node.name, trust=node.trust)
     return attestation
 
