@@ -11,6 +11,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -32,19 +33,31 @@ CLIENTS = ("python", "node")
 
 
 def default_template(msp_id: str) -> str:
-    """A RegisterNode request the contract accepts: a software AK made for this run (a
-    restricted-signing P-256 TPM2B_PUBLIC), one GPU, and the PCR policy POLICY_ID (approved
-    first: `approve_policy`); `RUN` and `{i}` make every transaction's node and GPU new, so
-    each writes fresh keys and none conflicts."""
+    """A RegisterNode request the contract accepts: one GPU, the PCR policy POLICY_ID
+    (approved first: `approve_policy`) and an AK of its own (`{ak}`: the contract gives an AK
+    to one node only); `RUN` and `{i}` make every transaction's node and GPU new, so each
+    writes fresh keys and none conflicts."""
     return json.dumps(
         {
             "node_id": "bench-RUN-{i}",
             "org": msp_id,
-            "ak_public": base64.b64encode(software_ak_public()).decode(),
+            "ak_public": "{ak}",
             "gpus": [{"uuid": "GPU-RUN-{i}", "generation": "H100"}],
             "pcr_policy_id": POLICY_ID,
         }
     )
+
+
+def software_aks(count: int) -> list[str]:
+    """`count` software AKs (restricted-signing P-256 TPM2B_PUBLIC, base64), made before the
+    clock starts, one for each transaction's `{ak}`."""
+    return [base64.b64encode(software_ak_public()).decode() for _ in range(count)]
+
+
+def fill(template: str, i: int, aks: list[str]) -> str:
+    """Transaction i's argument: `{i}` is its number, `{ak}` (if the template has one) its AK."""
+    arg = template.replace("{i}", str(i))
+    return arg.replace("{ak}", aks[i]) if aks else arg
 
 
 def approve_policy(proposer: LedgerClient, approver: LedgerClient) -> None:
@@ -70,13 +83,18 @@ def summary(name: str, committed: int, seconds: float, latencies_ms: list[float]
 
 
 def run_python(
-    client: FabricGatewayClient, fn: str, template: str, count: int, concurrency: int
+    client: FabricGatewayClient,
+    fn: str,
+    template: str,
+    count: int,
+    concurrency: int,
+    aks: list[str],
 ) -> dict:
     latencies: list[float] = []
 
     def one(i: int) -> None:
         started = time.perf_counter()
-        client.submit(fn, template.replace("{i}", str(i)))
+        client.submit(fn, fill(template, i, aks))
         latencies.append((time.perf_counter() - started) * 1000)
 
     t0 = time.perf_counter()
@@ -125,7 +143,8 @@ def node_env(settings: FabricSettings) -> dict[str, str]:
 @dataclass
 class Workload:
     """What both clients send: `fn` with `template`; `RUN` is replaced by a new id on every
-    run and `{i}` by the transaction's number."""
+    run, `{i}` by the transaction's number and `{ak}` by a fresh AK (the same for both
+    clients: Node reads them from AKS_FILE, one a line)."""
 
     fn: str
     template: str
@@ -133,7 +152,12 @@ class Workload:
 
     def run(self, client_name: str, client: FabricGatewayClient, count: int, level: int) -> dict:
         template = self.template.replace("RUN", uuid.uuid4().hex[:10])
+        aks = software_aks(count) if "{ak}" in template else []
         if client_name == "python":
-            return run_python(client, self.fn, template, count, level)
-        env = {"FN": self.fn, "ARG_TEMPLATE": template, "COUNT": str(count)}
-        return run_node({**self.node_env, **env, "CONCURRENCY": str(level)})
+            return run_python(client, self.fn, template, count, level, aks)
+        with tempfile.NamedTemporaryFile("w", suffix=".aks") as aks_file:
+            aks_file.write("\n".join(aks))
+            aks_file.flush()
+            env = {"FN": self.fn, "ARG_TEMPLATE": template, "COUNT": str(count)}
+            env["AKS_FILE"] = aks_file.name
+            return run_node({**self.node_env, **env, "CONCURRENCY": str(level)})

@@ -39,15 +39,14 @@ def drain(rows: int, batch: int, block_timeout_s: float, workdir: Path) -> dict:
     from webapp.outbox.relay import relay_once
 
     call_command("flush", interactive=False, verbosity=0)
-    ak = software_ak_b64()
-    for n in range(rows):
+    for n in range(rows):  # each node its own AK (the contract gives an AK to one node only)
         enqueue(
             f"bench:node:{n}",
             "RegisterNode",
             {
                 "node_id": f"bench-{n}",
                 "org": "Org1MSP",
-                "ak_public": ak,
+                "ak_public": software_ak_b64(),
                 "gpus": [{"uuid": f"GPU-bench-{n}", "generation": "H100-SXM5-80GB"}],
                 "pcr_policy_id": ZERO_POLICY_ID,
             },

@@ -1,6 +1,6 @@
 // The bench workload through the official Node Fabric Gateway client.
 // Env: GATEWAY_ADDRESS, MSP_ID, CERT_PEM_FILE, KEY_PEM_FILE, CHANNEL, CHAINCODE, FN,
-// ARG_TEMPLATE (with {i}), COUNT, CONCURRENCY; TLS_CA_FILE and HOST_ALIAS unless PLAINTEXT=1.
+// ARG_TEMPLATE (with {i}, and {ak} filled from AKS_FILE's line i), COUNT, CONCURRENCY; TLS_CA_FILE and HOST_ALIAS unless PLAINTEXT=1.
 // Prints one JSON line: {"committed": n, "seconds": s, "latencies_ms": [...]}.
 'use strict';
 const crypto = require('node:crypto');
@@ -28,6 +28,7 @@ async function main(env) {
         hash: hash.sha256,
     });
     const contract = gateway.getNetwork(env.CHANNEL).getContract(env.CHAINCODE);
+    const aks = env.AKS_FILE ? fs.readFileSync(env.AKS_FILE, 'utf8').split('\n') : [];
     const latencies = [];
     let next = 0;
     let committed = 0;
@@ -35,7 +36,9 @@ async function main(env) {
         while (next < count) {
             const i = next++;
             const started = process.hrtime.bigint();
-            await contract.submitTransaction(env.FN, env.ARG_TEMPLATE.replaceAll('{i}', String(i)));
+            let arg = env.ARG_TEMPLATE.replaceAll('{i}', String(i));
+            if (aks.length) arg = arg.replaceAll('{ak}', aks[i]);
+            await contract.submitTransaction(env.FN, arg);
             latencies.push(Number(process.hrtime.bigint() - started) / 1e6);
             committed++;
         }

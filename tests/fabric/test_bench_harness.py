@@ -15,7 +15,7 @@ from fabric_protos.peer import chaincode_pb2, proposal_pb2
 
 from attest import tpm_constants as C
 from attest.public import encode_ecc_public, parse_public
-from bench.fabric_clients import DEFAULT_FN, approve_policy, default_template
+from bench.fabric_clients import DEFAULT_FN, approve_policy, default_template, fill, software_aks
 from chaincode_client.embedded import EmbeddedClient
 from chaincode_client.fabric_network.ccaas_server import PER_MESSAGE_WARNING
 from chaincode_client.fabric_network.network import Network
@@ -64,31 +64,30 @@ def test_bench_drives_both_clients_and_reports_throughput(tmp_path: Path):
     assert len(node_ids) == 40  # every transaction writes fresh keys: no MVCC conflicts
 
 
-def _request(template: str, run: str, i: int) -> str:
-    return template.replace("RUN", run).replace("{i}", str(i))
-
-
 def test_default_workload_passes_the_contracts_checks_on_the_embedded_ledger(tmp_path: Path):
     template = default_template("Org1MSP")
     ledger = EmbeddedLedger.open(tmp_path / "l.sqlite", block_timeout_s=0.001)
     try:
         approve_policy(*engine_admins(ledger))
         client = EmbeddedClient(ledger, ledger.enroll("Org1MSP", "bench"))
-        receipts = [client.submit(DEFAULT_FN, _request(template, "r1", i)) for i in range(3)]
+        aks = software_aks(3)
+        run = template.replace("RUN", "r1")
+        receipts = [client.submit(DEFAULT_FN, fill(run, i, aks)) for i in range(3)]
     finally:
         ledger.close()
     assert all(r.valid for r in receipts)
     nodes = [json.loads(r.payload) for r in receipts]
     assert [n["node_id"] for n in nodes] == ["bench-r1-0", "bench-r1-1", "bench-r1-2"]
-    assert nodes[0]["ak_public"] == json.loads(template)["ak_public"]
+    assert [n["ak_public"] for n in nodes] == aks  # one AK, one node: the contract's rule
 
 
-def test_default_workload_carries_a_restricted_signing_p256_ak_made_per_run():
-    first, second = (json.loads(default_template("Org2MSP")) for _ in range(2))
-    assert first["org"] == "Org2MSP"
-    area = parse_public(base64.b64decode(first["ak_public"]))
-    assert area.has_attributes(C.AK_REQUIRED_ATTRS) and area.describe() == "ECC-P256"
-    assert first["ak_public"] != second["ak_public"]
+def test_default_workload_gives_each_transaction_its_own_restricted_signing_p256_ak():
+    assert json.loads(default_template("Org2MSP"))["org"] == "Org2MSP"
+    aks = software_aks(2)
+    for ak in aks:
+        area = parse_public(base64.b64decode(ak))
+        assert area.has_attributes(C.AK_REQUIRED_ATTRS) and area.describe() == "ECC-P256"
+    assert aks[0] != aks[1]
 
 
 def test_a_software_ak_round_trips_through_the_parser():
