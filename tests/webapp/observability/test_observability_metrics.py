@@ -20,6 +20,7 @@ from tests.webapp.helpers import lines as bill_lines
 from tests.webapp.observability.helpers import ACTOR, parse, place_one_gpu_lease, scrape, value
 from webapp.attestation.models import Attestation
 from webapp.config import env_networks
+from webapp.fleet import partitions
 from webapp.fleet.models import TelemetrySample
 from webapp.leasing import actions
 from webapp.leasing.models import Lease
@@ -79,6 +80,7 @@ def test_outbox_depth_and_age_of_the_oldest_unsent_row(client):
 
 def test_telemetry_by_generation_and_node_power_against_board_power(client, fleet):
     now_ms = int(timezone.now().timestamp() * 1000)
+    partitions.ensure_days([now_ms])  # as the store does before it inserts (PostgreSQL)
     for i, gpu in enumerate(fleet.gpus):  # four A100s drawing 500 W each: over their 400 W
         TelemetrySample.objects.create(
             gpu=gpu,
