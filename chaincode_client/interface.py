@@ -45,6 +45,13 @@ class LedgerUnavailable(LedgerError):
     """The ledger could not be reached or did not answer; the outcome is unknown: retry."""
 
 
+class PeersBehind(LedgerUnavailable):
+    """The client's own organisation's peer endorsed the proposal and another organisation's
+    peer refused it: that peer has most likely not yet received the block of the client's
+    previous commit (a row's prerequisite). Nothing was ordered; retry soon. A peer whose
+    orderer went away is behind until its delivery client notices and reconnects."""
+
+
 # A refusal's reason code: the first `[code]` in its message (the contract and the embedded
 # engine tag their refusals), so tests and callers match a code both backends carry, never
 # one backend's wording.

@@ -1,7 +1,8 @@
 """The whole test suite, as `make test` and CI run it.
 
 1. static checks: ruff (lint + format), Django's system checks, no missing migration, mypy,
-   the import contracts (import-linter);
+   the import contracts (import-linter), a sample of the mutation testing
+   (tests/mutation_sample.py);
    then Prometheus, promtool and Jaeger are built when the cache lacks them (their tests
    need them and fail, never skip, without them);
 2. every test with the embedded defaults (SQLite, in-memory channel layer);
@@ -70,6 +71,10 @@ def main() -> None:
     step("migrations", [PY, "manage.py", "makemigrations", "--check", "--dry-run"])
     step("mypy (pure libraries)", [PY, "-m", "mypy"])
     step("import contracts (import-linter)", [str(Path(PY).with_name("lint-imports"))])
+    step(
+        "mutation sample (mutmut; `make mutation` runs them all)",
+        [PY, "-m", "tests.mutation_sample"],
+    )
     step("observability binaries (cached go install)", [PY, "-m", "webapp.observability", "build"])
     fabric_missing = fabric_install_problem()
     step(

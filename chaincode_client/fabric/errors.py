@@ -22,6 +22,7 @@ from chaincode_client.interface import (
     EndorsementError,
     LedgerError,
     LedgerUnavailable,
+    PeersBehind,
 )
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -74,6 +75,7 @@ CREATOR_REJECTED_MARKERS = ("access denied", "creator org unknown", "creator cer
 # The endorsing peers simulated different results, typically because a block had reached one
 # peer and not yet the other: nothing was ordered, and a new proposal can succeed.
 PEERS_DISAGREE_MARKERS = ("proposalresponsepayloads do not match",)
+PEERS_BEHIND_PREFIX = "another organisation's peer is behind"
 
 
 def _status_class() -> type:
@@ -194,10 +196,10 @@ def to_ledger_error(step: str, err: grpc.RpcError, own_msp: str | None = None) -
         # Not ordered (orderer down, no leader yet): nothing was committed, resubmitting the
         # same business key is safe because the contract is idempotent.
         exc = LedgerUnavailable(text)
-    elif any(
-        m in all_messages for m in CHAINCODE_NOT_READY_MARKERS + PEER_UNREACHABLE_MARKERS
-    ) or peers_disagree(err, own_msp):
+    elif any(m in all_messages for m in CHAINCODE_NOT_READY_MARKERS + PEER_UNREACHABLE_MARKERS):
         exc = LedgerUnavailable(text)
+    elif peers_disagree(err, own_msp):
+        exc = PeersBehind(f"{PEERS_BEHIND_PREFIX}: {text}")
     elif any(m in all_messages for m in CREATOR_REJECTED_MARKERS):
         exc = EndorsementError(text, reason=REASON_CREATOR)
     else:

@@ -67,3 +67,22 @@ def test_every_bad_transaction_is_named_not_only_the_first():
         "[receipt.mvcc_read_conflict]",
         "[receipt.mvcc_read_conflict]",
     ]
+
+
+def test_a_chain_of_reads_each_naming_the_last_write_shown_is_valid():
+    txs = [
+        tx("a", (1, 0), {RECORD: None}, {RECORD: b"1"}),
+        tx("b", (2, 0), {RECORD: (1, 0)}, {RECORD: b"2", LINE0: b"x"}),
+        tx("c", (3, 0), {RECORD: (2, 0), LINE0: (2, 0)}, {RECORD: b"3"}),
+    ]
+    assert chain_defects(txs, LEASE_ID) == []
+
+
+def test_another_key_read_older_than_a_write_shown_is_stale_and_at_it_is_not():
+    older = [tx("a", (1, 0), {}, {NODE: b"n"}), tx("b", (2, 0), {NODE: (0, 3)})]
+    assert chain_defects(older, LEASE_ID) == [
+        "block 2 tx 0 (b): [receipt.mvcc_read_conflict] reads 'node:n1' at (0, 3), but the "
+        "receipt shows it written at (1, 0) before; the receipt calls it VALID"
+    ]
+    at_it = [tx("a", (1, 0), {}, {NODE: b"n"}), tx("b", (2, 0), {NODE: (1, 0)})]
+    assert chain_defects(at_it, LEASE_ID) == []

@@ -23,7 +23,7 @@ from chaincode_client.fabric.errors import (
     _Status,
     parse_status_details,
 )
-from chaincode_client.interface import EndorsementError, LedgerUnavailable
+from chaincode_client.interface import EndorsementError, LedgerUnavailable, PeersBehind
 from tests.fabric.pki import make_msp, make_tls_ca
 
 
@@ -161,7 +161,7 @@ def test_chaincode_not_ready_is_retryable(failing_gateway: grpc.Channel, tmp_pat
 
 @pytest.mark.parametrize("failing_gateway", [DISAGREE], indirect=True)
 def test_peers_that_disagree_are_retryable(failing_gateway: grpc.Channel, tmp_path: Path):
-    with pytest.raises(LedgerUnavailable, match="ProposalResponsePayloads do not match"):
+    with pytest.raises(PeersBehind, match="ProposalResponsePayloads do not match"):
         _client(failing_gateway, tmp_path).submit("SettleLease", "L1")
 
 
@@ -218,5 +218,17 @@ OTHER_ORG_LAGS = (  # our own peer endorsed; the other organisation's had not se
 def test_a_refusal_by_another_organisation_only_is_retryable(
     failing_gateway: grpc.Channel, tmp_path: Path
 ):
-    with pytest.raises(LedgerUnavailable, match="lease L1 does not exist"):
+    with pytest.raises(PeersBehind, match="lease L1 does not exist") as info:
         _client(failing_gateway, tmp_path).submit("EndLease", "{}")
+    assert str(info.value).startswith("another organisation's peer is behind: endorse failed")
+
+
+@pytest.mark.parametrize("failing_gateway", [NOT_READY, PEER_CLOSING, NO_PEERS_YET], indirect=True)
+def test_a_peer_down_or_not_ready_is_not_a_peer_behind(
+    failing_gateway: grpc.Channel, tmp_path: Path
+):
+    """Only a disagreement is polled quickly by the relay; a peer that is down or a chaincode
+    not yet running backs off as any fault does."""
+    with pytest.raises(LedgerUnavailable) as info:
+        _client(failing_gateway, tmp_path).submit("EndLease", "{}")
+    assert not isinstance(info.value, PeersBehind)

@@ -36,6 +36,7 @@ from chaincode_client.interface import (
     LedgerClient,
     LedgerError,
     LedgerUnavailable,
+    PeersBehind,
     PendingCommit,
     Receipt,
 )
@@ -47,6 +48,15 @@ from webapp.outbox.signals import Watchers
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 300
+# Another organisation's peer refused what this organisation's peer endorsed (PeersBehind):
+# it has not yet received the block of an earlier row, usually milliseconds behind, up to the
+# delivery client's keepalive and reconnect (chaincode_client/fabric_network/configs.py,
+# ~15-25 s) when the orderer it pulled blocks from went away. Ask again every
+# PEERS_BEHIND_RETRY_S for the first PEERS_BEHIND_PATIENCE attempts instead of doubling the
+# wait: a doubling back-off turned 20 s of lag into a minute of waiting. A disagreement that
+# lasts longer is no lag and backs off like any other fault.
+PEERS_BEHIND_RETRY_S = 2
+PEERS_BEHIND_PATIENCE = 30  # attempts: a minute
 ANY_GPU = "gpu:*"  # a function that frees GPUs (EndLease, MigrateLease) meets every GPU
 FREES_GPUS = ("EndLease", "MigrateLease")
 Waiting = tuple[tuple[datetime, int], set[str]]  # a row backing off: (created, id), subjects
@@ -79,9 +89,18 @@ def claim(batch: int, now=None) -> list[OutboxEntry]:
     )
 
 
-def _retry(entry: OutboxEntry, error: str, level: int = logging.WARNING) -> None:
+def backoff_s(attempts: int, peers_behind: bool = False) -> int:
+    """Seconds before a row's next attempt, after `attempts` attempts."""
+    if peers_behind and attempts <= PEERS_BEHIND_PATIENCE:
+        return PEERS_BEHIND_RETRY_S
+    return min(MAX_BACKOFF_S, 2 ** min(attempts, 9))
+
+
+def _retry(
+    entry: OutboxEntry, error: str, level: int = logging.WARNING, peers_behind: bool = False
+) -> None:
     entry.attempts += 1
-    backoff = min(MAX_BACKOFF_S, 2 ** min(entry.attempts, 9))
+    backoff = backoff_s(entry.attempts, peers_behind)
     log.log(
         level,
         "outbox row %s (%s) attempt %d: retry in %ds: %s",
@@ -168,10 +187,13 @@ class _Pipeline:
     def count(self, outcome: str) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
 
-    def put_back(self, entry: OutboxEntry, why: str, outcome: str) -> None:
+    def put_back(
+        self, entry: OutboxEntry, why: str, outcome: str, peers_behind: bool = False
+    ) -> None:
         # a fault (ledger unreachable, invalid at commit) is a warning; waiting for an
         # earlier row is the ordering working as designed
-        _retry(entry, why, logging.WARNING if outcome == "retry" else logging.INFO)
+        level = logging.WARNING if outcome == "retry" else logging.INFO
+        _retry(entry, why, level, peers_behind)
         self.waiting.append(((entry.created, entry.id), subjects(entry.function, entry.args)))
         self.count(outcome)
 
@@ -229,7 +251,7 @@ class _Pipeline:
             watch.finished("rejected", error=str(exc))
             return
         except LedgerUnavailable as exc:
-            self.put_back(entry, str(exc), "retry")
+            self.put_back(entry, str(exc), "retry", isinstance(exc, PeersBehind))
             watch.finished("retry", error=str(exc))
             return
         watch.submitted()

@@ -17,6 +17,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from chaincode_client.fabric.errors import PEERS_BEHIND_PREFIX
 from chaincode_client.fabric_network.fabric_ca import SECRETS_FILE
 from chaincode_client.fabric_network.roots import roots_pem
 from tests.fabric import netns
@@ -284,10 +285,14 @@ def test_leases_wait_while_the_second_organisation_is_cut_off_and_drain_when_it_
     finally:
         split.hosts.link("orderer0", up=True)
     committed_once(ledger, more)
+    behind = [r for r in retries(caplog) if PEERS_BEHIND_PREFIX in r]
     print(
         f"orderer0's host cut off: {len(more)} leases committed in {seconds:.1f}s, "
-        f"{len(retries(caplog))} retries"
+        f"{len(retries(caplog))} retries, {len(behind)} of them Org2's peer behind"
     )
-    # no interruption: a gateway that picked the cut-off orderer moves on to another within
-    # the client's submit deadline (configs.GATEWAY_BROADCAST_TIMEOUT)
-    assert not retries(caplog), retries(caplog)
+    # no submit failed: a gateway that picked the cut-off orderer moves on to another within
+    # the client's submit deadline (configs.GATEWAY_BROADCAST_TIMEOUT). Org2's peer, if it
+    # pulled blocks from orderer0, is behind until its delivery client's keepalive gives up
+    # and it reconnects (configs.KEEPALIVE_*); meanwhile it cannot endorse a lease's next
+    # step, which waits (relay.PEERS_BEHIND_RETRY_S) and goes through once it caught up.
+    assert not [r for r in retries(caplog) if r not in behind], retries(caplog)

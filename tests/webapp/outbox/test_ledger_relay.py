@@ -19,6 +19,7 @@ from webapp.core.models import AuditEvent
 from webapp.leasing import actions, states
 from webapp.leasing.models import Lease, Settlement
 from webapp.leasing.scheduling import next_lines, open_interval
+from webapp.outbox import relay
 from webapp.outbox.ledger import close_ledger_client
 from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import overlap, relay_once, subjects
@@ -43,6 +44,8 @@ def test_attestation_lease_and_settlement_reach_the_ledger(
     assert interval.measured_mj == 2 * (end - start) * 300 > 0 and len(interval.batches) == 2
     amount = interval.line.total_micro
     actions.settle_lease(lease, [interval], actor=ACTOR)
+    # the Settle the outbox rebuilds from the stored row is the scheduler's (one bill_line)
+    assert OutboxEntry.objects.get(function="Settle").args == interval.request()
     relay_once(ledger)  # RecordAttestation (its readings), EndLease, then Settle, which waits
     assert relay_once(ledger) == {}, list(OutboxEntry.objects.values_list("function", "last_error"))
     settlement = Settlement.objects.get(lease=lease)
@@ -208,3 +211,16 @@ def test_claims_never_overlap_and_stale_claims_come_back(db):
     # a worker died holding the first claim: its rows are reclaimed once stale
     later = timezone.now() + timedelta(seconds=settings.OUTBOX_STALE_CLAIM_S + 1)
     assert [r.pk for r in claim(10, now=later)] == [r.pk for r in rows]
+
+
+def test_a_peer_behind_is_asked_again_soon_and_a_lasting_disagreement_backs_off():
+    """A disagreement (another organisation's peer has not yet got the previous block) is
+    polled every PEERS_BEHIND_RETRY_S for PEERS_BEHIND_PATIENCE attempts, then doubles like
+    any fault; a fault doubles from the first attempt, up to MAX_BACKOFF_S."""
+    fast = relay.PEERS_BEHIND_RETRY_S
+    patience = relay.PEERS_BEHIND_PATIENCE
+    assert [relay.backoff_s(n, peers_behind=True) for n in (1, 5, patience)] == [fast] * 3
+    assert relay.backoff_s(patience + 1, peers_behind=True) == relay.backoff_s(patience + 1)
+    assert relay.backoff_s(patience + 1) > fast
+    assert [relay.backoff_s(n) for n in (1, 2, 3, 4)] == [2, 4, 8, 16]
+    assert relay.backoff_s(40) == relay.MAX_BACKOFF_S

@@ -1,0 +1,96 @@
+"""A sample of the mutation testing, small enough for every CI run.
+
+`make mutation` mutates all the contract's checks and the auditor (`[tool.mutmut]` of
+pyproject.toml) and takes hours here. This runs the same tool, mutmut, on SAMPLE: a module
+and the fast tests that must kill every one of its mutants, in a copy of the tree whose
+`[tool.mutmut]` names only those. Any mutant that survives (or that mutmut could not decide)
+fails the run, with the command that shows it.
+
+    python -m tests.mutation_sample
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MUTMUT = Path(sys.executable).with_name("mutmut")
+# module -> the tests that must kill each of its mutants (seconds, not minutes: no swtpm)
+SAMPLE = {
+    "ledger/audit/validity.py": ["tests/adversary/test_validity_chain.py"],
+}
+NOT_COPIED = (".git", ".venv", "var", "mutants", "node_modules", ".mypy_cache", ".ruff_cache")
+RESULT_RE = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
+
+
+def sample_config(pyproject: str, modules: list[str], tests: list[str]) -> str:
+    """pyproject.toml with `[tool.mutmut]` narrowed to `modules` and `tests`."""
+
+    def toml_list(items: list[str]) -> str:
+        return "[" + ", ".join(f'"{item}"' for item in items) + "]"
+
+    start = pyproject.index("[tool.mutmut]")
+    end = pyproject.find("\n[", start + 1)
+    end = len(pyproject) if end < 0 else end
+    section = pyproject[start:end]
+    for key, items in (("only_mutate", modules), ("pytest_add_cli_args_test_selection", tests)):
+        section, found = re.subn(
+            rf"^{key} = \[.*?\]", f"{key} = {toml_list(items)}", section, flags=re.S | re.M
+        )
+        if found != 1:
+            raise SystemExit(f"pyproject.toml: [tool.mutmut] has no single `{key}` list")
+    return pyproject[:start] + section + pyproject[end:]
+
+
+def results(workdir: Path) -> dict[str, str]:
+    out = subprocess.run(
+        [str(MUTMUT), "results", "--all", "true"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {m.group(1): m.group(2) for m in map(RESULT_RE.match, out.splitlines()) if m}
+
+
+def main() -> int:
+    modules = list(SAMPLE)
+    tests = sorted({t for ts in SAMPLE.values() for t in ts})
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="wattlease-mutation-") as tmp:
+        workdir = Path(tmp) / "tree"
+        shutil.copytree(ROOT, workdir, ignore=shutil.ignore_patterns(*NOT_COPIED))
+        pyproject = workdir / "pyproject.toml"
+        pyproject.write_text(sample_config(pyproject.read_text(), modules, tests))
+        print(f"mutation sample: {', '.join(modules)} against {', '.join(tests)}", flush=True)
+        env = {**os.environ, "WATTLEASE_ENV": "development"}
+        run = subprocess.run(
+            [str(MUTMUT), "run"], cwd=workdir, env=env, capture_output=True, text=True
+        )
+        if run.returncode != 0:
+            print(run.stdout[-4000:], run.stderr[-4000:], sep="\n")
+            print(f"mutmut run failed (exit {run.returncode})")
+            return 1
+        found = results(workdir)
+    alive = {name: status for name, status in found.items() if status != "killed"}
+    print(
+        f"mutation sample: {len(found) - len(alive)} of {len(found)} mutants killed "
+        f"in {time.monotonic() - started:.0f} s"
+    )
+    if not found:
+        print("mutmut produced no mutant: the sample's configuration is wrong")
+        return 1
+    for name, status in sorted(alive.items()):
+        print(f"  {status}: {name} (see it: `make mutation MUTANTS='{name}'`, then mutmut show)")
+    return 1 if alive else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
