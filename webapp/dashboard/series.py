@@ -29,35 +29,48 @@ def _mean(total: int, n: int, scale: int = 100) -> float | None:
     return round(total / n / scale, 4) if n else None
 
 
-def _from_samples(rng: Range, since: int, until: int, group: str) -> list[dict[str, Any]]:
-    """Short ranges: the raw samples of the window, summed per `group` and bucket in the
-    database (never a row per GPU out of it)."""
-    return list(
+def _named(rows: list[dict[str, Any]], rng: Range) -> list[dict[str, Any]]:
+    """Rows per pool and bucket, with the pool's generation and site by name."""
+    sites = dict(Site.objects.values_list("id", "name"))
+    gens = dict(Generation.objects.values_list("id", "catalogue_id"))
+    return [
+        {
+            "b": bucket_of(r["b"], rng.bucket_ms),
+            GENERATION: gens[r["generation_id"]],
+            SITE: sites[r["site_id"]],
+            "n": r["n"],
+            "u": r["u"],
+            "m": r["m"],
+            "p": r["p"],
+        }
+        for r in rows
+    ]
+
+
+def _from_samples(rng: Range, since: int, until: int) -> list[dict[str, Any]]:
+    """Short ranges: the raw samples of the window, summed per pool and bucket in the
+    database, in one pass (never a row per GPU out of it)."""
+    rows = (
         TelemetrySample.objects.filter(t_ms__gte=since, t_ms__lt=until)
         .annotate(b=F("t_ms") - F("t_ms") % rng.bucket_ms)
-        .values("b", key=F(group))
+        .values("b", generation_id=F("gpu__generation_id"), site_id=F("gpu__node__site_id"))
         .annotate(n=Count("t_ms"), u=Sum("util_gpu_pct"), m=Sum("util_mem_pct"), p=Sum("power_mw"))
         .order_by()
     )
+    return _named(list(rows), rng)
 
 
 def _from_pools(rng: Range, since: int, until: int, now_ms: int | None) -> list[dict[str, Any]]:
     """Hour buckets and longer: the pool rollups (rows per pool-hour, not per GPU-hour)."""
     hours = rollups.pool_hours(bucket_of(since, rng.bucket_ms), until, now_ms)
-    sites = dict(Site.objects.values_list("id", "name"))
-    gens = dict(Generation.objects.values_list("id", "catalogue_id"))
-    return [
-        {
-            "b": bucket_of(h["hour_ms"], rng.bucket_ms),
-            GENERATION: gens[h["generation_id"]],
-            SITE: sites[h["site_id"]],
-            "n": h["samples"],
-            "u": h["util_sum"],
-            "m": h["mem_sum"],
-            "p": h["power_mw_sum"],
-        }
-        for h in hours
-    ]
+    keys = {"hour_ms": "b", "samples": "n", "util_sum": "u", "mem_sum": "m", "power_mw_sum": "p"}
+    return _named(
+        [
+            {keys.get(k, k): v for k, v in h.items() if k in keys or k.endswith("_id")}
+            for h in hours
+        ],
+        rng,
+    )
 
 
 def _lines(rows: list[dict[str, Any]], group: str) -> dict[str, dict[str, list]]:
@@ -109,17 +122,15 @@ def utilisation(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
     since, until = rng.window(now_ms)
     if rng.from_rollups:
         rows = _from_pools(rng, since, until, now_ms)
-        by_generation, by_site = _lines(rows, GENERATION), _lines(rows, SITE)
     else:
-        by_generation = _lines(_from_samples(rng, since, until, GENERATION), "key")
-        by_site = _lines(_from_samples(rng, since, until, SITE), "key")
+        rows = _from_samples(rng, since, until)
     return {
         "range": rng.name,
         "bucket_ms": rng.bucket_ms,
         "since": since,
         "until": until,
-        "generations": by_generation,
-        "sites": by_site,
+        "generations": _lines(rows, GENERATION),
+        "sites": _lines(rows, SITE),
         "flags": queueing_flags(since, until),
         "thresholds": {"compute_min": QUEUEING_COMPUTE_MIN, "mem_bw_max": QUEUEING_MEM_BW_MAX},
     }
