@@ -25,6 +25,7 @@ from typing import Any
 
 from attest import readings
 from ledger import money
+from ledger.contract import bill_line
 from ledger.contract.attested_telemetry import MAX_BATCHES
 from ledger.contract.terms import RateCard
 from ledger.units import MS_PER_HOUR, MW_PER_W
@@ -175,21 +176,22 @@ class IntervalSettlement:
     batches: tuple[readings.Batch, ...] = ()
 
     def request(self) -> dict[str, Any]:
-        """The Settle arguments: the interval, its measurement and the amounts claimed."""
-        return {
-            "lease_id": self.lease,
-            "interval_seq": self.seq,
-            "start_ms": self.start_ms,
-            "end_ms": self.end_ms,
-            "measured_mj": self.measured_mj,
-            "telemetry_digest": self.telemetry_digest,
-            "telemetry_batches": [b.as_dict() for b in self.batches],
-            "final": self.final,
-            "tariff_micro_per_kwh": self.terms["tariff_micro_per_kwh"],
-            "pue_milli": self.terms["pue_milli"],
-            "capacity_micro_per_gpu_hour": self.terms["capacity_micro_per_gpu_hour"],
-            **self.line.as_dict(),
-        }
+        """The Settle arguments (ledger.contract.bill_line): the interval, its measurement,
+        the rates of its terms and the amounts of its line."""
+        return bill_line.settle_args(
+            self.lease,
+            self.seq,
+            {
+                **self.terms,
+                **self.line.as_dict(),
+                bill_line.START_MS: self.start_ms,
+                bill_line.END_MS: self.end_ms,
+                bill_line.FINAL: self.final,
+                bill_line.MEASURED: self.measured_mj,
+                bill_line.DIGEST: self.telemetry_digest,
+                bill_line.BATCHES: [b.as_dict() for b in self.batches],
+            },
+        )
 
 
 def cited_batches(

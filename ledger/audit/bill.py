@@ -47,22 +47,13 @@ from ledger.audit.receipt import (
     written_lines,
 )
 from ledger.audit.receipt_trust import TrustAnchors, TrustError, load_trust, transactions
+from ledger.contract import bill_line
 from ledger.contract.attested_telemetry import mark_key
 from ledger.engine.tx import VALID
 
-# bill line field -> the ledger's settlement record field
-COMPARED = {
-    "capacity_micro": "capacity_micro",
-    "priced_energy_micro": "priced_energy_micro",
-    "measured_energy_mj": "measured_mj",
-    "measured_energy_micro": "measured_energy_micro",
-    "settlement_micro": "settlement_micro",
-    "total_micro": "total_micro",
-    "final": "final",
-    "telemetry_digest": "telemetry_digest",
-    "telemetry_batches": "telemetry_batches",
-}
-INTERVAL = ("start_ms", "end_ms")
+# bill line field -> the ledger's settlement record field (ledger.contract.bill_line)
+COMPARED = {bill_line.stored(name): name for name in bill_line.DOCUMENT_FIELDS}
+INTERVAL = bill_line.INTERVAL
 # a lease's ledger id, as a file name of the receipts folder too (never a path)
 LEASE_ID = re.compile(r"[A-Za-z0-9_:-][A-Za-z0-9_.:-]{0,127}")
 

@@ -14,43 +14,14 @@ from typing import Any
 
 from ledger import money
 from ledger.contract import args as args
-from ledger.contract import attested_telemetry
-from ledger.contract.state import SEQ_DIGITS, ContractError
+from ledger.contract import bill_line
+from ledger.contract.state import ContractError
 from ledger.units import NS_PER_MS
-
-# The amounts a request states; each must equal the contract's recomputation.
-CLAIMED_AMOUNTS = (
-    "capacity_micro",
-    "priced_energy_micro",
-    "measured_energy_micro",
-    "settlement_micro",
-    "total_micro",
-)
-CLAIMED_RATES = ("tariff_micro_per_kwh", "pue_milli", "capacity_micro_per_gpu_hour")
 
 
 def parse_request(req: dict[str, Any]) -> dict[str, Any]:
-    """Settle's arguments, shape-checked: {lease_id, interval_seq, start_ms, end_ms,
-    measured_mj, telemetry_digest, telemetry_batches, final, and the claimed rates and
-    amounts}."""
-    final = req.get("final", False)
-    if not isinstance(final, bool):
-        raise args.ArgumentError(f"final: must be true or false, got {final!r}")
-    out: dict[str, Any] = {
-        "lease_id": args.identifier(req, "lease_id"),
-        "interval_seq": args.integer(req, "interval_seq", 0, 10**SEQ_DIGITS - 1),
-        "start_ms": args.integer(req, "start_ms", 0, args.MAX_INT),
-        "end_ms": args.integer(req, "end_ms", 0, args.MAX_INT),
-        "measured_mj": args.integer(req, "measured_mj", 0, money.MAX_ENERGY_MJ),
-        "telemetry_digest": args.hexbytes(req, "telemetry_digest", 32, 32).hex(),
-        "telemetry_batches": [b.as_dict() for b in attested_telemetry.parse_batches(req)],
-        "final": final,
-    }
-    for name in CLAIMED_RATES:
-        out[name] = args.integer(req, name, 0, args.MAX_INT)
-    for name in CLAIMED_AMOUNTS:
-        out[name] = args.integer(req, name, -args.MAX_INT, args.MAX_INT)
-    return out
+    """Settle's arguments, shape-checked: the fields of a bill line (ledger.contract.bill_line)."""
+    return bill_line.parse_settle(req)
 
 
 def terms_for(lease: dict[str, Any], start_ms: int, end_ms: int) -> dict[str, Any]:
@@ -136,7 +107,7 @@ def check_measurement(terms: dict[str, Any], board_power_w: int, req: dict[str, 
 
 def line_of(terms: dict[str, Any], req: dict[str, Any]) -> money.Line:
     """The line the contract computes, after refusing any rate or amount that differs."""
-    for name in CLAIMED_RATES:
+    for name in bill_line.CLAIMED_RATES:
         if req[name] != terms[name]:
             raise ContractError(
                 f"[settle.rate] {name} {req[name]} is not the lease's term {terms[name]}"

@@ -12,6 +12,7 @@ from attest import readings
 from chaincode_client.governance import decide
 from chaincode_client.interface import LedgerClient
 from ledger import money
+from ledger.contract import bill_line as schema
 from ledger.contract.terms import DEPLOYED as RATE_CARD
 from ledger.engine.core import msp_dir_for
 from ledger.engine.msp import org_ca_certs
@@ -255,20 +256,20 @@ def settle_request(
     line = money.interval_line(money.Terms.of(terms), start_ms, end_ms, measured_mj)
     if batches is None:
         batches = batches_for(sorted(terms["attributed_power_mw"]))
-    request = {
-        "lease_id": lease_id,
-        "interval_seq": seq,
-        "start_ms": start_ms,
-        "end_ms": end_ms,
-        "measured_mj": measured_mj,
-        "telemetry_digest": readings.evidence_digest(batches),
-        "telemetry_batches": [b.as_dict() for b in batches],
-        "final": final,
-        "tariff_micro_per_kwh": terms["tariff_micro_per_kwh"],
-        "pue_milli": terms["pue_milli"],
-        "capacity_micro_per_gpu_hour": terms["capacity_micro_per_gpu_hour"],
-        **line.as_dict(),
-    }
+    request = schema.settle_args(
+        lease_id,
+        seq,
+        {
+            **terms,
+            **line.as_dict(),
+            schema.START_MS: start_ms,
+            schema.END_MS: end_ms,
+            schema.FINAL: final,
+            schema.MEASURED: measured_mj,
+            schema.DIGEST: readings.evidence_digest(batches),
+            schema.BATCHES: [b.as_dict() for b in batches],
+        },
+    )
     request.update(overrides)
     return request
 
@@ -277,13 +278,9 @@ def bill_line(request: dict[str, Any], tx_id: str) -> dict[str, Any]:
     """The line `GET /api/v1/bills/` serves for a Settle `request` the ledger committed as
     `tx_id` (the fields `ledger audit-bill` compares, named as the bill names them)."""
     return {
-        **{k: v for k, v in request.items() if k.endswith("_micro") or k == "final"},
+        **schema.document(request),
         "lease": request["lease_id"],
         "seq": request["interval_seq"],
-        "interval": {"start_ms": request["start_ms"], "end_ms": request["end_ms"]},
-        "measured_energy_mj": request["measured_mj"],
-        "telemetry_digest": request["telemetry_digest"],
-        "telemetry_batches": request.get("telemetry_batches", []),
         "evidence": {"tx_id": tx_id},
     }
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from chaincode_client.interface import EndorsementError
 from ledger.contract import args as args
-from ledger.contract import billing
+from ledger.contract import bill_line, billing
 from ledger.contract import terms as lease_terms
 from tests.ledger.conftest import embedded_backend
 
@@ -142,19 +142,7 @@ term_fields = st.sampled_from(
         "attributed_power_mw",
     ]
 )
-settle_fields = st.sampled_from(
-    [
-        "lease_id",
-        "interval_seq",
-        "start_ms",
-        "end_ms",
-        "measured_mj",
-        "telemetry_digest",
-        "final",
-        *billing.CLAIMED_RATES,
-        *billing.CLAIMED_AMOUNTS,
-    ]
-)
+settle_fields = st.sampled_from(bill_line.SETTLE_ARGS)
 
 
 @given(st.dictionaries(term_fields, json_values | st.integers(), max_size=12))

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ledger import money
+from ledger.contract import bill_line
 from ledger.units import ms_of
 from scheduler.api import IntervalSettlement
 from webapp.attestation.models import Attestation
@@ -192,19 +193,12 @@ def _record_settlement(lease: Lease, interval: IntervalSettlement) -> Settlement
     seq = lease.settlements.count()  # intervals settled at earlier migrations come first
     if interval.seq != seq:
         raise LeaseError(f"lease {lease.pk}: line {interval.seq} is not the next ({seq})")
-    request = interval.request()
     settlement = Settlement.objects.create(
         lease=lease,
         seq=seq,
         generation=interval.generation,
-        start_ms=interval.start_ms,
-        end_ms=interval.end_ms,
-        final=interval.final,
-        measured_energy_mj=interval.measured_mj,
-        telemetry_digest=interval.telemetry_digest,
-        telemetry_batches=request["telemetry_batches"],
         gpus=[g.gpu for g in interval.gpus],
-        **{k: request[k] for k in records.SETTLEMENT_FIGURES},
+        **bill_line.to_stored(interval.request()),
     )
     records.settlement_made(settlement)
     return settlement

@@ -11,6 +11,7 @@ from django.db.models import QuerySet, Sum
 from django.urls import reverse
 from django.utils import timezone
 
+from ledger.contract import bill_line
 from ledger.units import datetime_of_ms, ms_of
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import cited_readings
@@ -65,22 +66,9 @@ def line(s: Settlement, quotes: dict[tuple[str, str], str] | None = None) -> dic
         "lease_pk": s.lease_id,
         "seq": s.seq,
         "generation": s.generation,
-        "interval": {"start_ms": s.start_ms, "end_ms": s.end_ms},
-        "final": s.final,
-        "capacity_micro": s.capacity_micro,
-        "priced_energy_micro": s.priced_energy_micro,
-        "measured_energy_mj": s.measured_energy_mj,
-        "measured_energy_micro": s.measured_energy_micro,
-        "settlement_micro": s.settlement_micro,
-        "total_micro": s.total_micro,
-        "rates": {
-            "capacity_micro_per_gpu_hour": s.capacity_micro_per_gpu_hour,
-            "pue_milli": s.pue_milli,
-            "tariff_micro_per_kwh": s.tariff_micro_per_kwh,
-        },
-        "telemetry_digest": s.telemetry_digest,
-        # the attested batches of readings the line measured ([{gpu, digest, rows}])
-        "telemetry_batches": s.telemetry_batches,
+        # interval, rates, amounts, measurement and the attested batches of readings it
+        # measured ([{gpu, digest, rows}]), named as ledger.contract.bill_line names them
+        **bill_line.document(bill_line.from_stored(s)),
         "evidence": {
             "tx_id": s.ledger_tx or None,
             "block": s.ledger_block,

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chaincode_client.interface import EndorsementError, LedgerClient
+from ledger.contract import bill_line
 from webapp.attestation.models import Attestation
 from webapp.fleet.models import Node
 from webapp.leasing import states
@@ -72,25 +73,9 @@ def lease_drift(client: LedgerClient, lease: Lease) -> Iterator[str]:
     yield from settlement_drift(client, lease, name)
 
 
-# A bill line on the ledger (the Settle record, ledger/contract/chaincode.py) against its Settlement
-# row: the ledger record's field -> the row's column.
-LINE_FIELDS = {
-    "start_ms": "start_ms",
-    "end_ms": "end_ms",
-    "final": "final",
-    "generation": "generation",
-    "measured_mj": "measured_energy_mj",
-    "telemetry_digest": "telemetry_digest",
-    "telemetry_batches": "telemetry_batches",
-    "tariff_micro_per_kwh": "tariff_micro_per_kwh",
-    "pue_milli": "pue_milli",
-    "capacity_micro_per_gpu_hour": "capacity_micro_per_gpu_hour",
-    "capacity_micro": "capacity_micro",
-    "priced_energy_micro": "priced_energy_micro",
-    "measured_energy_micro": "measured_energy_micro",
-    "settlement_micro": "settlement_micro",
-    "total_micro": "total_micro",
-}
+# A bill line on the ledger (the Settle record, ledger.contract.bill_line) against its
+# Settlement row: the ledger record's field -> the row's column.
+LINE_FIELDS = {name: bill_line.stored(name) for name in (*bill_line.FIGURES, "generation")}
 
 
 def settlement_drift(client: LedgerClient, lease: Lease, name: str) -> Iterator[str]:

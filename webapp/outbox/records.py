@@ -12,15 +12,13 @@ from typing import Any
 from django.conf import settings
 from django.utils.text import slugify
 
-from ledger.contract import billing
+from ledger.contract import bill_line
 from ledger.contract.ek_binding import ak_certificate, sign_ak_certificate
 from webapp.outbox.models import OutboxEntry
 
 # args key holding the Django ids of the attestations a lease relies on; the attestation
 # app's preparer (webapp/attestation/reactions.py) swaps them for ledger ids before sending
 ATTESTATION_REFS = "_attestation_pks"
-# Settlement fields the Settle arguments carry under the same names
-SETTLEMENT_FIGURES = billing.CLAIMED_RATES + billing.CLAIMED_AMOUNTS
 
 
 def enqueue(business_key: str, function: str, args: dict[str, Any]) -> OutboxEntry:
@@ -165,15 +163,7 @@ def settlement_made(settlement) -> OutboxEntry:
     return enqueue(
         f"lease:{settlement.lease.ledger_id}:settle:{settlement.seq}",
         "Settle",
-        {
-            "lease_id": str(settlement.lease.ledger_id),
-            "interval_seq": settlement.seq,
-            "start_ms": settlement.start_ms,
-            "end_ms": settlement.end_ms,
-            "final": settlement.final,
-            "measured_mj": settlement.measured_energy_mj,
-            "telemetry_digest": settlement.telemetry_digest,
-            "telemetry_batches": settlement.telemetry_batches,
-            **{name: getattr(settlement, name) for name in SETTLEMENT_FIGURES},
-        },
+        bill_line.settle_args(
+            str(settlement.lease.ledger_id), settlement.seq, bill_line.from_stored(settlement)
+        ),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from ledger.audit.bill import COMPARED
 from tests.webapp.helpers import lines, place
 from webapp.dashboard.snapshot import cost_by_tenant
 from webapp.leasing import actions
@@ -45,7 +46,7 @@ def test_it_returns_the_callers_lines_with_evidence(owner, outsider, fleet):
     bill = owner.client.get("/api/v1/bills/").json()
     assert bill["count"] == 1 and {line["lease"] for line in bill["lines"]} == {str(mine.ledger_id)}
     (only,) = bill["lines"]
-    assert set(only) >= LINE_FIELDS
+    assert set(only) >= LINE_FIELDS | set(COMPARED) | {"rates"}  # what audit-bill compares
     assert only["total_micro"] == only["capacity_micro"] + only["measured_energy_micro"] > 0
     assert only["settlement_micro"] == only["measured_energy_micro"] - only["priced_energy_micro"]
     assert only["evidence"]["receipt"] == f"/api/v1/leases/{mine.pk}/receipt/"

@@ -7,10 +7,12 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from ledger.contract import bill_line
 from tests.webapp.conftest import enrol_node
 from webapp.leasing import actions
 from webapp.leasing.lifecycle import run_pass
 from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.reconcile import LINE_FIELDS
 from webapp.outbox.relay import relay_once
 
 REQUEST = {"gpu_count": 2, "precision": "FP16", "hours": "1"}
@@ -61,6 +63,11 @@ def test_a_settlement_that_differs_is_drift(settled):
     assert f"total_micro {line.total_micro + 1} here, {line.total_micro} there" in drift
     assert f"measured_mj {line.measured_energy_mj + 1} here" in drift
     assert "capacity_micro " not in drift  # the fields that agree are not named
+
+
+def test_drift_compares_every_figure_of_a_line_by_the_schemas_names():
+    assert set(LINE_FIELDS) == {*bill_line.FIGURES, "generation"}
+    assert set(LINE_FIELDS.values()) <= {f.name for f in Settlement._meta.get_fields()}
 
 
 def test_a_lease_the_database_lost_is_drift(settled):

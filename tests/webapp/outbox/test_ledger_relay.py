@@ -44,6 +44,8 @@ def test_attestation_lease_and_settlement_reach_the_ledger(
     assert interval.measured_mj == 2 * (end - start) * 300 > 0 and len(interval.batches) == 2
     amount = interval.line.total_micro
     actions.settle_lease(lease, [interval], actor=ACTOR)
+    # the Settle the outbox rebuilds from the stored row is the scheduler's (one bill_line)
+    assert OutboxEntry.objects.get(function="Settle").args == interval.request()
     relay_once(ledger)  # RecordAttestation (its readings), EndLease, then Settle, which waits
     assert relay_once(ledger) == {}, list(OutboxEntry.objects.values_list("function", "last_error"))
     settlement = Settlement.objects.get(lease=lease)
