@@ -1,4 +1,4 @@
-"""`python -m attest verify ...` and `python -m attest agent ...`."""
+"""`python -m attest verify ...`, `python -m attest agent ...`, `python -m attest registrar ...`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Command line: `verify` (pure verifier, the files tpm2-tools writes) and `agent` (TPM).
+"""Command line: `verify` (pure verifier, the files tpm2-tools writes), `agent` (TPM) and
+`registrar` (an organisation's registrar service: attest.registrar_service).
 
 Exit codes: 0 valid, 1 not valid (malformed evidence included), 2 usage or I/O error.
 """
@@ -107,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     from attest.agent_cli import add_agent_parser  # keeps tpm2-pytss out of `verify`
 
     add_agent_parser(sub)
+    from attest.registrar_service import add_registrar_parser
+
+    add_registrar_parser(sub)
     return parser
 
 

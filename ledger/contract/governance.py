@@ -1,6 +1,6 @@
-"""Policies both organisations decide: PCR golden values, accepted EK roots, the catalogue and
-the tariffs change only by one organisation admin's proposal and another organisation admin's
-approval (two transactions, two identities, two organisations).
+"""Policies both organisations decide: PCR golden values, accepted EK roots, registrar keys,
+the catalogue and the tariffs change only by one organisation admin's proposal and another
+organisation admin's approval (two transactions, two identities, two organisations).
 
 "Admin" is Fabric's NodeOU convention: the creator certificate's subject carries OU=admin
 (cryptogen with NodeOUs issues Admin@org so; clients get OU=client, peers OU=peer). The
@@ -30,6 +30,8 @@ ADMIN_OU = "admin"
 DEFAULT_KEY = "default"
 MAX_EK_ROOTS = 32
 MAX_CERT_PEM_BYTES = 8192
+REGISTRARS_KIND = "registrars"
+MAX_REGISTRARS = 16  # organisations of one channel
 
 
 def _pcr_policy(document: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +57,61 @@ def _ek_roots(document: dict[str, Any]) -> dict[str, Any]:
     return {"certificates": list(pems)}
 
 
+def _registrars(document: dict[str, Any]) -> dict[str, Any]:
+    """{keys: {MSP id: registrar public key}}: each organisation's registrar key (EC P-256,
+    base64 DER SubjectPublicKeyInfo; attest.registrar), one key per organisation."""
+    from attest.registrar import RegistrarError, load_registrar_key
+
+    keys = document.get("keys")
+    if (
+        not isinstance(keys, dict)
+        or not 1 <= len(keys) <= MAX_REGISTRARS
+        or set(document) != {"keys"}
+    ):
+        raise args.ArgumentError(
+            f"document: must be {{keys: {{MSP id: registrar key}}}} of 1-{MAX_REGISTRARS} orgs"
+        )
+    seen: dict[tuple[int, int], str] = {}
+    for mspid, text in keys.items():
+        args.identifier({"MSP id": mspid}, "MSP id")
+        try:
+            numbers = load_registrar_key(text, f"document.keys.{mspid}").public_numbers()
+        except RegistrarError as exc:
+            raise args.ArgumentError(f"[governance.registrar_key] {exc}") from None
+        if (numbers.x, numbers.y) in seen:
+            raise args.ArgumentError(
+                f"[governance.registrar_key_shared] document.keys: {mspid} and "
+                f"{seen[(numbers.x, numbers.y)]} name one key; each organisation's registrar "
+                "has its own"
+            )
+        seen[(numbers.x, numbers.y)] = mspid
+    return {"keys": dict(keys)}
+
+
+def check_decision(ctx: Any, kind: str, document: dict[str, Any], orgs: list[str]) -> None:
+    """What a kind requires of those deciding it. Registrars: no registrar key is the key of
+    the admin proposing or approving it (a registrar is never a channel identity: the contract
+    sees no other identity's key here, docs/threat-model.md), and the document names a key for
+    each organisation deciding it (`orgs`: the proposer's, then the approver's too)."""
+    if kind != REGISTRARS_KIND:
+        return
+    from attest.registrar import load_registrar_key, same_key
+
+    creator = x509.load_pem_x509_certificate(ctx.get_client_identity().get_x509()).public_key()
+    for mspid, text in document["keys"].items():
+        if same_key(creator, load_registrar_key(text)):
+            raise ContractError(
+                f"[governance.registrar_is_identity] document.keys.{mspid} is the key of this "
+                "transaction's creator: a registrar key is never a channel identity's"
+            )
+    missing = [org for org in orgs if org not in document["keys"]]
+    if missing:
+        raise ContractError(
+            f"[governance.registrars_incomplete] document.keys names no registrar of "
+            f"{', '.join(missing)}: every organisation deciding it runs one"
+        )
+
+
 def _object(document: dict[str, Any]) -> dict[str, Any]:
     """Catalogue and tariffs: stored as given (issue 11's code reads and checks them)."""
     return document
@@ -77,6 +134,7 @@ VALIDATORS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "catalogue": _object,
     "tariffs": _object,
     RATE_CARD_KIND: _rate_card,
+    REGISTRARS_KIND: _registrars,
 }
 
 

@@ -23,6 +23,7 @@ class GovernanceFunctions:
         proposer = gov.admin_of(ctx)
         kind = gov.kind_of(req)
         key, document = gov.key_of(req), gov.document_of(req, kind)
+        gov.check_decision(ctx, kind, document, [proposer["mspid"]])
         stub = ctx.get_stub()
         current = await get_json(stub, gov.policy_key(kind, key))
         proposal = {
@@ -52,6 +53,8 @@ class GovernanceFunctions:
                 return _out(await get_json(stub, key))  # a retry: same answer, nothing written
             raise ContractError(f"[governance.decided] {proposal_id} is already approved")
         gov.check_approver(proposal, approver)
+        orgs = [proposal["proposed_by"]["mspid"], approver["mspid"]]
+        gov.check_decision(ctx, proposal["kind"], proposal["document"], orgs)
         current = await get_json(stub, key)
         version = current["version"] if current else 0
         if version != proposal["base_version"]:
