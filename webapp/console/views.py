@@ -1,6 +1,7 @@
 """The tenant console: what the tenant API offers, as pages. Views stay thin: queries go
-through the leasing selectors (restricted by restrict_to_tenant, as the API's are), writes through the leasing actions, prices through the
-scheduler (webapp.leasing.scheduling.preview)."""
+through the leasing selectors (restricted by restrict_to_tenant, as the API's are), writes
+through the leasing actions, prices through the scheduler
+(webapp.leasing.scheduling.preview)."""
 
 from __future__ import annotations
 
