@@ -26,7 +26,7 @@ from typing import Any
 from attest import readings
 from ledger import money
 from ledger.contract import bill_line
-from ledger.contract.attested_telemetry import MAX_BATCHES
+from ledger.contract.bill_line import MAX_BATCHES
 from ledger.contract.terms import RateCard
 from ledger.units import MS_PER_HOUR, MW_PER_W
 from scheduler.catalogue import Catalogue

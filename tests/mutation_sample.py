@@ -25,6 +25,7 @@ MUTMUT = Path(sys.executable).with_name("mutmut")
 # module -> the tests that must kill each of its mutants (seconds, not minutes: no swtpm)
 SAMPLE = {
     "ledger/audit/validity.py": ["tests/adversary/test_validity_chain.py"],
+    "ledger/audit/bill_whole.py": ["tests/adversary/test_bill_whole.py"],
 }
 NOT_COPIED = (".git", ".venv", "var", "mutants", "node_modules", ".mypy_cache", ".ruff_cache")
 RESULT_RE = re.compile(r"^\s*(\S+): (\w[\w ]*)$")

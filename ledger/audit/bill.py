@@ -216,7 +216,7 @@ class Auditor:
         return [
             f"[bill.unattested] batch {b['digest'][:16]}... of GPU {b['gpu']}: no quote in the "
             "receipt attested it"
-            for b in record.get("telemetry_batches", [])
+            for b in record.get(bill_line.BATCHES, [])
             if mark_key(b["gpu"], b["digest"]) not in self._attested[lease]
         ]
 
@@ -227,11 +227,11 @@ class Auditor:
         except (OSError, ValueError) as exc:
             return [f"readings of line {verdict.seq}: {exc}"]
         out = []
-        batches = [telemetry.Batch(**b) for b in record.get("telemetry_batches", [])]
+        batches = [telemetry.Batch(**b) for b in record.get(bill_line.BATCHES, [])]
         unmatched = telemetry.split_batches(rows, batches)
         if unmatched:
             out.append("readings hash to other batches than the ledger's: " + "; ".join(unmatched))
-        digest, on_ledger = telemetry.evidence_digest(batches), record["telemetry_digest"]
+        digest, on_ledger = telemetry.evidence_digest(batches), record[bill_line.DIGEST]
         if digest != on_ledger:
             out.append(f"batches hash to {digest[:16]}..., the ledger has {on_ledger[:16]}...")
         try:
@@ -240,8 +240,10 @@ class Auditor:
             )
         except ValueError as exc:
             return [*out, f"readings of line {verdict.seq}: {exc}"]
-        if energy != record["measured_mj"]:
-            out.append(f"readings add up to {energy} mJ, the ledger has {record['measured_mj']}")
+        if energy != record[bill_line.MEASURED]:
+            out.append(
+                f"readings add up to {energy} mJ, the ledger has {record[bill_line.MEASURED]}"
+            )
         return out
 
 

@@ -19,6 +19,7 @@ receipt holds every write of the lease's keys that a later one read).
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,13 +43,11 @@ class LeaseLines:
 def lease_lines(lease_id: str, txs: dict[str, ReceiptTx]) -> LeaseLines:
     """The lease's latest record and every line of it, from a verified receipt's transactions."""
     out = LeaseLines()
-    latest: tuple[tuple[int, int], bytes] | None = None
-    for tx_id, tx in txs.items():
-        if not tx.valid:
-            continue
-        value = tx.writes.get(LEASE + lease_id)
-        if value and (latest is None or tx.at > latest[0]):
-            latest = (tx.at, value)
+    valid = {tx_id: tx for tx_id, tx in txs.items() if tx.valid}
+    records = [(tx.at, tx.writes.get(LEASE + lease_id)) for tx in valid.values()]
+    # positions are unique in a receipt: the tuples never compare their values
+    latest = max(((at, value) for at, value in records if value), default=None)
+    for tx_id, tx in valid.items():
         if tx.fn == "Settle":
             for record in written_lines(tx.writes):
                 if record.get("lease_id") == lease_id:
@@ -77,7 +76,7 @@ def bill_defects(bill: Any, tenant: str | None, leases: dict[str, LeaseLines | N
     if bill["tenant"] != named:
         defects.append(f"[bill.tenant] the bill is of tenant {bill['tenant']!r}, not {named!r}")
     lines = [i for i in bill["lines"] if _shaped(i)]
-    defects += _sums(bill, lines) + _duplicates(lines)
+    defects += _sums(bill) + _duplicates(lines)
     low, high = _period(bill["period"])
     billed: dict[str, set[int]] = {}
     for item in lines:
@@ -114,7 +113,7 @@ def _shaped(item: Any) -> bool:
     )
 
 
-def _sums(bill: dict[str, Any], lines: list[dict[str, Any]]) -> list[str]:
+def _sums(bill: dict[str, Any]) -> list[str]:
     out = []
     totals = [i.get("total_micro") for i in bill["lines"]]
     if all(isinstance(t, int) and not isinstance(t, bool) for t in totals):
@@ -145,8 +144,8 @@ def _duplicates(lines: list[dict[str, Any]]) -> list[str]:
 def _period(period: dict[str, Any]) -> tuple[float, float]:
     low, high = period.get("start_ms"), period.get("end_ms")
     return (
-        float("-inf") if not isinstance(low, int) else low,
-        float("inf") if not isinstance(high, int) else high,
+        -math.inf if not isinstance(low, int) else low,
+        math.inf if not isinstance(high, int) else high,
     )
 
 

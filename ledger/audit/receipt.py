@@ -25,7 +25,7 @@ from attest.files import read_bounded
 from ledger import money
 from ledger.audit.chain import _Chain
 from ledger.audit.validity import ChainTx, chain_defects
-from ledger.contract import billing
+from ledger.contract import bill_line, billing
 from ledger.contract.attested_telemetry import mark_key
 from ledger.contract.state import (
     ATTESTATION,
@@ -115,7 +115,7 @@ def cited_marks(lines: Iterable[dict[str, Any]]) -> list[str]:
     """The attested-telemetry keys of the batches bill lines cite: the RecordAttestation that
     wrote each is the quote behind the line's readings."""
     return sorted(
-        {mark_key(b["gpu"], b["digest"]) for line in lines for b in line["telemetry_batches"]}
+        {mark_key(b["gpu"], b["digest"]) for line in lines for b in line[bill_line.BATCHES]}
     )
 
 
@@ -224,7 +224,7 @@ def check_settlement(where: str, writes: dict[str, bytes | None]) -> list[str]:
     except ContractError as exc:
         return [f"{where}: {exc}"]
     expected = money.interval_line(
-        money.Terms.of(terms), line["start_ms"], line["end_ms"], line["measured_mj"]
+        money.Terms.of(terms), line["start_ms"], line["end_ms"], line[bill_line.MEASURED]
     ).as_dict()
     return [
         f"{where}: settlement {name} {line.get(name)} != recomputed {value}"

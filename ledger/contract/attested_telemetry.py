@@ -13,11 +13,9 @@ from typing import Any
 
 from attest import readings
 from ledger.contract import args as args
+from ledger.contract.bill_line import BATCHES, DIGEST, END_MS, MEASURED, START_MS
 from ledger.contract.state import ATTESTED_TELEMETRY, GPU, ContractError, get_json, put_json
 
-MAX_BATCHES = 256  # per bill line: ~130 bytes each keeps Settle's argument under 64 KiB
-MAX_BATCH_ROWS = 10**6  # one GPU's readings between two quotes
-DIGEST_BYTES = 32
 NONCE_MIN_BYTES, NONCE_MAX_BYTES = 8, 64
 Batches = dict[str, list[readings.Reading]]  # each GPU's readings in time order
 
@@ -95,30 +93,6 @@ async def record(stub: Any, node_id: str, attestation_id: str, batches: Batches)
         await put_json(stub, mark_key(gpu, readings.gpu_digest(r.row for r in rows)), mark)
 
 
-def parse_batches(req: dict[str, Any]) -> list[readings.Batch]:
-    """Settle's `telemetry_batches`: [{gpu, digest, rows}], at most MAX_BATCHES."""
-    value = req.get("telemetry_batches", [])
-    if not isinstance(value, list) or len(value) > MAX_BATCHES:
-        raise args.ArgumentError(
-            f"telemetry_batches: must be a list of at most {MAX_BATCHES} batches"
-        )
-    out = []
-    for i, item in enumerate(value):
-        where = f"telemetry_batches[{i}]"
-        if not isinstance(item, dict) or set(item) != {"gpu", "digest", "rows"}:
-            raise args.ArgumentError(f"{where}: must be an object with gpu, digest and rows")
-        out.append(
-            readings.Batch(
-                args.identifier(item, "gpu"),
-                args.hexbytes(item, "digest", DIGEST_BYTES, DIGEST_BYTES).hex(),
-                args.integer(item, "rows", 1, MAX_BATCH_ROWS),
-            )
-        )
-    if len({(b.gpu, b.digest) for b in out}) != len(out):
-        raise args.ArgumentError("telemetry_batches: a batch is cited twice")
-    return out
-
-
 def _refuse(rule: str, detail: str) -> ContractError:
     return ContractError(f"[settle.{rule}] {detail}")
 
@@ -128,13 +102,12 @@ async def measured_mj(stub: Any, terms: dict[str, Any], req: dict[str, Any]) -> 
     cites, each attested by its GPU's node, counted over [start_ms, end_ms] by the one
     definition (attest.readings.energy_mj: increases between readings, restarts not
     counted). Leaving a batch out never adds energy."""
-    batches = [readings.Batch(**b) for b in req["telemetry_batches"]]
+    batches = [readings.Batch(**b) for b in req[BATCHES]]
     derived = readings.evidence_digest(batches)
-    if req["telemetry_digest"] != derived:
+    if req[DIGEST] != derived:
         raise _refuse(
             "telemetry_digest",
-            f"telemetry_digest {req['telemetry_digest']} is not the digest of the batches it "
-            f"cites ({derived})",
+            f"{DIGEST} {req[DIGEST]} is not the digest of the batches it cites ({derived})",
         )
     held = terms["attributed_power_mw"]
     points = []
@@ -163,16 +136,16 @@ async def measured_mj(stub: Any, terms: dict[str, Any], req: dict[str, Any]) -> 
             )
         points += [readings.Reading(t, batch.gpu, mj, "") for t, mj in counters]
     try:
-        return readings.energy_mj(readings.within(points, req["start_ms"], req["end_ms"]))
+        return readings.energy_mj(readings.within(points, req[START_MS], req[END_MS]))
     except ValueError as exc:  # two cited batches disagree on one instant
         raise _refuse("telemetry_conflict", str(exc)) from None
 
 
 def check_measured(req: dict[str, Any], derived_mj: int) -> None:
     """The submitter's measured energy is the one the readings show, never its own word."""
-    if req["measured_mj"] != derived_mj:
+    if req[MEASURED] != derived_mj:
         raise _refuse(
             "measured",
-            f"measured_mj {req['measured_mj']} is not what the cited attested readings show "
-            f"over [{req['start_ms']}, {req['end_ms']}]: {derived_mj}",
+            f"{MEASURED} {req[MEASURED]} is not what the cited attested readings show "
+            f"over [{req[START_MS]}, {req[END_MS]}]: {derived_mj}",
         )

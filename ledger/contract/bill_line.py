@@ -15,12 +15,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from attest import readings
 from ledger import money
 from ledger.contract import args as args
-from ledger.contract import attested_telemetry
 from ledger.contract.state import SEQ_DIGITS
 
 Parser = Callable[[dict[str, Any], str], Any]
+MAX_BATCHES = 256  # per bill line: ~130 bytes each keeps Settle's argument under 64 KiB
+MAX_BATCH_ROWS = 10**6  # one GPU's readings between two quotes
+DIGEST_BYTES = 32
 
 
 def _final(req: dict[str, Any], name: str) -> bool:
@@ -47,7 +50,7 @@ def _digest(req: dict[str, Any], name: str) -> str:
 
 
 def _batches(req: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return [b.as_dict() for b in attested_telemetry.parse_batches(req)]
+    return [b.as_dict() for b in parse_batches(req)]
 
 
 def _amount(req: dict[str, Any], name: str) -> int:
@@ -100,6 +103,28 @@ RECORDED = (*SETTLE_ARGS, "generation", "tx_id", "timestamp_ns")
 # the interval and the rates nested (`document`)
 DOCUMENT_FIELDS = tuple(name for name in FIGURES if name not in (*INTERVAL, *CLAIMED_RATES))
 _STORED = {f.name: f.stored for f in FIELDS}
+
+
+def parse_batches(req: dict[str, Any]) -> list[readings.Batch]:
+    """Settle's `telemetry_batches`: [{gpu, digest, rows}], at most MAX_BATCHES."""
+    value = req.get(BATCHES, [])
+    if not isinstance(value, list) or len(value) > MAX_BATCHES:
+        raise args.ArgumentError(f"{BATCHES}: must be a list of at most {MAX_BATCHES} batches")
+    out = []
+    for i, item in enumerate(value):
+        where = f"{BATCHES}[{i}]"
+        if not isinstance(item, dict) or set(item) != {"gpu", "digest", "rows"}:
+            raise args.ArgumentError(f"{where}: must be an object with gpu, digest and rows")
+        out.append(
+            readings.Batch(
+                args.identifier(item, "gpu"),
+                args.hexbytes(item, "digest", DIGEST_BYTES, DIGEST_BYTES).hex(),
+                args.integer(item, "rows", 1, MAX_BATCH_ROWS),
+            )
+        )
+    if len({(b.gpu, b.digest) for b in out}) != len(out):
+        raise args.ArgumentError(f"{BATCHES}: a batch is cited twice")
+    return out
 
 
 def stored(name: str) -> str:

@@ -95,11 +95,12 @@ def end_of(lease: dict[str, Any], req: dict[str, Any], now_ns: int) -> int:
 def check_measurement(terms: dict[str, Any], board_power_w: int, req: dict[str, Any]) -> None:
     """Measured energy is physical: not above what the boards can draw (readings a TPM
     attested can still be a broken counter's)."""
-    measured, duration = req["measured_mj"], req["end_ms"] - req["start_ms"]
+    measured, duration = req[bill_line.MEASURED], req["end_ms"] - req["start_ms"]
     limit = money.energy_limit_mj(board_power_w, len(terms["attributed_power_mw"]), duration)
     if measured > limit:
         raise ContractError(
-            f"[settle.energy] measured_mj {measured} exceeds board power {board_power_w} W x "
+            f"[settle.energy] {bill_line.MEASURED} {measured} exceeds board power "
+            f"{board_power_w} W x "
             f"{len(terms['attributed_power_mw'])} GPUs x {duration} ms "
             f"+ {money.MEASURE_TOLERANCE_PCT} % = {limit}"
         )
@@ -113,7 +114,7 @@ def line_of(terms: dict[str, Any], req: dict[str, Any]) -> money.Line:
                 f"[settle.rate] {name} {req[name]} is not the lease's term {terms[name]}"
             )
     line = money.interval_line(
-        money.Terms.of(terms), req["start_ms"], req["end_ms"], req["measured_mj"]
+        money.Terms.of(terms), req["start_ms"], req["end_ms"], req[bill_line.MEASURED]
     )
     wrong = {k: (req[k], v) for k, v in line.as_dict().items() if req[k] != v}
     if wrong:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from attest import readings
 from ledger.contract import args as args
 from ledger.contract import attested_telemetry as at
+from ledger.contract import bill_line
 
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=70),
@@ -54,7 +55,7 @@ def test_well_formed_readings_round_trip_to_their_digests(value):
 @given(JSONISH)
 def test_batches_parse_or_name_the_field(value):
     try:
-        parsed = at.parse_batches({"telemetry_batches": value})
+        parsed = bill_line.parse_batches({"telemetry_batches": value})
     except args.ArgumentError as exc:
         message = str(exc).removeprefix("[args.invalid] ")
         assert message.startswith(("telemetry_batches", "gpu", "digest", "rows"))
@@ -74,4 +75,4 @@ def test_batches_parse_or_name_the_field(value):
 )
 def test_malformed_batches_are_refused_naming_the_rule(value, message):
     with pytest.raises(args.ArgumentError, match=message):
-        at.parse_batches({"telemetry_batches": value})
+        bill_line.parse_batches({"telemetry_batches": value})

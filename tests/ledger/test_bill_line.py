@@ -5,6 +5,10 @@ set, named in one place; a Settle the scheduler builds is accepted by the contra
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +99,52 @@ def test_a_settle_the_scheduler_builds_is_recorded_as_the_schema_says(ledger, no
 
 def _terms() -> dict:
     return lease_terms([GPU], start_ms=0)
+
+
+RENAMED = "measured_energy_mj_renamed"
+RENAME_CHECK = """
+import json, sys
+from ledger.audit import bill as audit_bill
+from ledger.contract import attested_telemetry, bill_line, billing
+from scheduler.settlement import AttestedBatch, settle, telemetry_digest
+from scheduler.telemetry.sample import TelemetrySample
+
+terms = json.loads(sys.argv[1])
+gpu = sorted(terms["attributed_power_mw"])[0]
+samples = tuple(TelemetrySample(gpu, t, mj, 0, 0, 0, 0) for t, mj in ((0, 0), (60_000, 6_000_000)))
+line = settle("L", 0, terms, [AttestedBatch(gpu, telemetry_digest(samples), samples)], 0, 60_000)
+request = billing.parse_request(json.loads(json.dumps(line.request())))
+attested_telemetry.check_measured(request, 6_000_000)
+billing.check_measurement(terms, 700, request)
+billing.line_of(terms, request)
+print(json.dumps({"request": sorted(request), "compared": sorted(audit_bill.COMPARED.values()),
+                  "document": sorted(bill_line.document(request))}))
+"""
+
+
+def test_renaming_a_lines_field_is_one_line_for_builder_contract_and_auditor(tmp_path):
+    """The measured energy's name, changed on its one line in bill_line.py (a copy of the
+    tree): the scheduler builds, the contract parses and checks, the auditor compares it
+    under the new name, and the old one is gone."""
+    root = Path(__file__).resolve().parents[2]
+    for package in ("attest", "ledger", "scheduler"):
+        shutil.copytree(root / package, tmp_path / package)
+    schema = tmp_path / "ledger/contract/bill_line.py"
+    line = f'MEASURED = "{bill_line.MEASURED}"'
+    text = schema.read_text()
+    assert text.count(line) == 1
+    schema.write_text(text.replace(line, f'MEASURED = "{RENAMED}"'))
+    terms = json.dumps(lease_terms([GPU], start_ms=0))
+    result = subprocess.run(
+        [sys.executable, "-c", RENAME_CHECK, terms],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert RENAMED in seen["request"] and RENAMED in seen["compared"]
+    assert bill_line.MEASURED not in seen["request"] + seen["compared"] + seen["document"]

@@ -8,6 +8,7 @@ from django.contrib import admin
 
 from webapp.attestation import actions
 from webapp.attestation.models import Attestation, NodeEvent, TelemetryBatch
+from webapp.core.admin import DeletesThroughAction, Evidence
 from webapp.core.secrets_page import show_once
 from webapp.fleet import actions as fleet_actions
 from webapp.fleet.models import GPU, Node
@@ -16,7 +17,7 @@ CREDENTIAL_VARIABLE = "WATTLEASE_NODE_CREDENTIAL"  # what the agent reads it fro
 
 
 @admin.register(Attestation)
-class AttestationAdmin(admin.ModelAdmin):
+class AttestationAdmin(Evidence, admin.ModelAdmin):
     list_display = ("created", "node", "valid", "failed_checks", "ledger_tx")
     list_filter = ("valid", "node")
     search_fields = ("node__name", "nonce", "ledger_tx")
@@ -26,15 +27,9 @@ class AttestationAdmin(admin.ModelAdmin):
     def failed_checks(self, obj):
         return ", ".join(r.get("code", "?") for r in obj.reasons) or "—"
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(NodeEvent)
-class NodeEventAdmin(admin.ModelAdmin):
+class NodeEventAdmin(Evidence, admin.ModelAdmin):
     """What happened to a node's TPM or agent: evidence, read only."""
 
     list_display = ("created", "node", "code", "reported_by_agent")
@@ -42,27 +37,15 @@ class NodeEventAdmin(admin.ModelAdmin):
     search_fields = ("node__name", "code", "detail")
     readonly_fields = [f.name for f in NodeEvent._meta.fields]
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(TelemetryBatch)
-class TelemetryBatchAdmin(admin.ModelAdmin):
+class TelemetryBatchAdmin(Evidence, admin.ModelAdmin):
     """Readings a quote bound: evidence, never edited (an edit would no longer hash)."""
 
     list_display = ("gpu", "first_ms", "last_ms", "rows", "digest", "attestation")
     list_filter = ("attestation__valid",)
     search_fields = ("gpu__uuid", "digest")
     readonly_fields = [f.name for f in TelemetryBatch._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 class GPUInline(admin.TabularInline):
@@ -71,7 +54,8 @@ class GPUInline(admin.TabularInline):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(DeletesThroughAction, admin.ModelAdmin):
+    remove_action = fleet_actions.remove  # refused while the node has evidence (PROTECT)
     list_display = ("name", "site", "status", "trust", "last_good_attestation", "pcr_policy")
     list_filter = ("status", "trust", "site", "pcr_policy")
     search_fields = ("name", "ak_name", "gpus__uuid")

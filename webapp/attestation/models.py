@@ -8,7 +8,7 @@ from webapp.fleet.models import GPU, Node
 class Attestation(models.Model):
     """One verdict on one quote from one node, with the evidence it was reached from."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="attestations")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="attestations")
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     nonce = models.CharField(max_length=128, db_index=True)
     valid = models.BooleanField()
@@ -35,8 +35,8 @@ class TelemetryBatch(models.Model):
     (TELEMETRY_RETENTION_DAYS) while a bill line cites the batch, its rows are copied to
     `evidence` first, so the tenant can re-derive the line as long as the line exists."""
 
-    attestation = models.ForeignKey(Attestation, on_delete=models.CASCADE, related_name="batches")
-    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="telemetry_batches")
+    attestation = models.ForeignKey(Attestation, on_delete=models.PROTECT, related_name="batches")
+    gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="telemetry_batches")
     digest = models.CharField(max_length=64, help_text="attest.readings.gpu_digest of the rows")
     first_ms = models.BigIntegerField()
     last_ms = models.BigIntegerField()
@@ -95,7 +95,7 @@ class NodeEvent(models.Model):
 
     POWER_LOSS = "tpm_power_loss"
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="events")
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     code = models.CharField(max_length=40)
     detail = models.TextField(blank=True)

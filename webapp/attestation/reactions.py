@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from chaincode_client.interface import Receipt
+from ledger.contract import bill_line
 from webapp.attestation.actions import challenge_issued, note_ledger_id, take_ledger_verdict
 from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.outbox import hooks
@@ -34,7 +35,7 @@ def wait_for_attested_batches(args: dict[str, Any]) -> dict[str, Any]:
     bound them are recorded there (RecordAttestation), so it waits for them."""
     waiting = [
         f"{b['gpu']}:{b['digest'][:12]}"
-        for b in args.get("telemetry_batches", [])
+        for b in args.get(bill_line.BATCHES, [])
         if not TelemetryBatch.objects.filter(
             gpu__uuid=b["gpu"], digest=b["digest"], attestation__valid=True
         )

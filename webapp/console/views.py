@@ -1,6 +1,7 @@
 """The tenant console: what the tenant API offers, as pages. Views stay thin: queries go
-through restrict_to_tenant, writes through the leasing actions, prices through the
-scheduler (webapp.leasing.scheduling.preview)."""
+through the leasing selectors (restricted by restrict_to_tenant, as the API's are), writes
+through the leasing actions, prices through the scheduler
+(webapp.leasing.scheduling.preview)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from scheduler.telemetry.sample import CSV_FIELDS
+from webapp.attestation import selectors as attestations
 from webapp.console.access import owner_action, tenant_page
 from webapp.console.progress import progress_pct
 from webapp.core.templatetags.units import word
@@ -24,8 +26,9 @@ from webapp.fleet.models import GPU, Generation
 from webapp.fleet.telemetry import samples_between
 from webapp.leasing import actions, bill_audit, quote, scheduling, states, story
 from webapp.leasing import bills as bill_lines
+from webapp.leasing import selectors as lease_reads
 from webapp.leasing.api.serializers import LeaseRequestSerializer
-from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.models import Lease
 from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt
 from webapp.tenancy.querysets import restrict_to_tenant
 
@@ -33,7 +36,7 @@ MS = 1000
 
 
 def _leases(request: HttpRequest):
-    return restrict_to_tenant(Lease.objects.all(), request.membership)  # type: ignore[attr-defined]
+    return lease_reads.tenant_leases(request.membership)  # type: ignore[attr-defined]
 
 
 def _lease(request: HttpRequest, pk: int) -> Lease:
@@ -215,10 +218,7 @@ def bills(request: HttpRequest) -> HttpResponse:
     """Bills by month: the tenant's bill lines (webapp.leasing.bills, as the API serves them),
     each a settlement the ledger recorded, with its evidence and the verdict of re-deriving
     it from the lease's receipt and the line's readings (webapp.leasing.bill_audit)."""
-    lines = restrict_to_tenant(
-        Settlement.objects.all(),
-        request.membership,  # type: ignore[attr-defined]
-    )
+    lines = lease_reads.tenant_lines(request.membership)  # type: ignore[attr-defined]
     tenant = request.membership.tenant.slug  # type: ignore[attr-defined]
     by_month = [
         {**bill_lines.bill(lines, month, tenant), "month_start": _month_start(month)}
@@ -232,10 +232,7 @@ def bills(request: HttpRequest) -> HttpResponse:
 @tenant_page
 def bill_download(request: HttpRequest, month: str) -> HttpResponse:
     """One month's bill as `GET /api/v1/bills/?month=` serves it: BILL.json of the audit."""
-    lines = restrict_to_tenant(
-        Settlement.objects.all(),
-        request.membership,  # type: ignore[attr-defined]
-    )
+    lines = lease_reads.tenant_lines(request.membership)  # type: ignore[attr-defined]
     try:
         tenant = request.membership.tenant.slug  # type: ignore[attr-defined]
         bill = bill_lines.bill(lines, month, tenant)
@@ -271,5 +268,5 @@ def gpus(request: HttpRequest) -> HttpResponse:
         .distinct()
         .order_by("node__name", "index")
     )
-    rows = [{"gpu": gpu, "attestation": gpu.node.attestations.first()} for gpu in held]
+    rows = [{"gpu": gpu, "attestation": attestations.latest(gpu.node)} for gpu in held]
     return render(request, "console/gpus.html", {"rows": rows})

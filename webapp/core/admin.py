@@ -5,14 +5,12 @@ from django.contrib import admin
 from webapp.core.models import AuditEvent
 
 
-@admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ("created", "actor", "action", "object_type", "object_id")
-    list_filter = ("action", "object_type")
-    search_fields = ("actor", "object_id", "action")
-    readonly_fields = ("created", "actor", "action", "object_type", "object_id", "data")
+class Evidence:
+    """ModelAdmin mixin for evidence and records the system keeps (audit rows, quotes,
+    attested readings, bill lines, rollups): an operator reads them, never adds, edits or
+    deletes one (an edited batch would no longer hash; a deleted quote would unbill a line)."""
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
@@ -20,6 +18,14 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(Evidence, admin.ModelAdmin):
+    list_display = ("created", "actor", "action", "object_type", "object_id")
+    list_filter = ("action", "object_type")
+    search_fields = ("actor", "object_id", "action")
+    readonly_fields = ("created", "actor", "action", "object_type", "object_id", "data")
 
 
 class DeletesThroughAction:

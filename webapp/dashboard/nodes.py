@@ -10,6 +10,7 @@ from django.db.models import Count, F, Sum
 
 from ledger.units import MW_PER_W
 from webapp.attestation import health
+from webapp.attestation import selectors as attestations
 from webapp.attestation.models import Attestation
 from webapp.dashboard import drill
 from webapp.dashboard.ranges import Range
@@ -36,7 +37,7 @@ def differing_pcrs(measured: dict, golden: dict) -> list[dict[str, str]]:
 def node_page(node: Node, rng: Range, now_ms: int | None = None) -> dict[str, Any]:
     since, until = rng.window(now_ms)
     golden = node.pcr_policy.pcrs
-    quotes = list(node.attestations.all()[:MAX_ATTESTATIONS])
+    quotes = attestations.recent(node, MAX_ATTESTATIONS)
     failed = [
         {
             "at": a.created.isoformat(),

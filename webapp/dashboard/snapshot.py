@@ -15,6 +15,7 @@ from webapp.fleet import rate_card
 from webapp.fleet.models import GPU, Node, TelemetrySample
 from webapp.leasing import bills, states
 from webapp.leasing.models import Lease, Settlement
+from webapp.outbox import selectors as outbox
 from webapp.outbox.models import OutboxEntry
 
 UTILISATION_WINDOW = timedelta(minutes=10)
@@ -134,11 +135,10 @@ def cost_by_tenant() -> list[dict[str, Any]]:
 
 
 def ledger_activity() -> dict[str, Any]:
-    counts = dict(OutboxEntry.objects.values_list("status").annotate(n=Count("id")).order_by())
     last = OutboxEntry.objects.filter(status=OutboxEntry.DONE).order_by("-done").first()
     recent = OutboxEntry.objects.exclude(status=OutboxEntry.PENDING).order_by("-done", "-id")
     return {
-        "outbox": {s: counts.get(s, 0) for s, _ in OutboxEntry.STATUSES},
+        "outbox": outbox.status_counts(),
         "settlements": Settlement.objects.count(),
         "last_block": last.block_number if last else None,
         "recent": [

@@ -26,7 +26,7 @@ def quarantine_node(node: Node, *, actor: str) -> Node:
     return node
 
 
-KINDS = {Site: "site", PcrPolicy: "pcr_policy", GPU: "gpu"}  # audit row prefixes
+KINDS = {Site: "site", PcrPolicy: "pcr_policy", GPU: "gpu", Node: "node"}  # audit row prefixes
 
 
 def save_node(node: Node, *, actor: str) -> Changes:
@@ -43,9 +43,11 @@ def save_gpu(gpu: GPU, *, actor: str) -> Changes:
     return save_audited(gpu, actor=actor, kind="gpu", node=gpu.node.name)
 
 
-def remove(obj: Site | PcrPolicy | GPU, *, actor: str) -> None:
-    """An operator deletes a site, a PCR policy or a GPU (a site or policy some node still
-    uses is protected: Django refuses, and nothing is written)."""
+def remove(obj: Site | PcrPolicy | GPU | Node, *, actor: str) -> None:
+    """An operator deletes a site, a PCR policy, a GPU or a node (with its GPUs). What is
+    still in use or is evidence is protected: a site or policy some node uses, a node with
+    quotes or TPM events, a GPU with readings or attested batches. Django refuses
+    (ProtectedError) and nothing is written."""
     delete_audited(obj, actor=actor, kind=KINDS[type(obj)])
 
 

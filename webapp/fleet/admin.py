@@ -6,7 +6,7 @@ from django.utils.html import format_html
 
 from chaincode_client.governance import document_digest
 from chaincode_client.interface import LedgerError
-from webapp.core.admin import DeletesThroughAction
+from webapp.core.admin import DeletesThroughAction, Evidence
 from webapp.fleet import actions, rate_card
 from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site
 from webapp.outbox.ledger import approved_policy
@@ -35,6 +35,9 @@ class GenerationAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # generations come from the versioned catalogue file
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # likewise: the catalogue file, synced
 
 
 @admin.register(Site)
@@ -159,19 +162,15 @@ class GPUAdmin(DeletesThroughAction, admin.ModelAdmin):
 
 # TelemetrySample has no admin page: millions of rows a day, keyed by (GPU, instant), which
 # the admin cannot list (no composite keys); the dashboards and the rollups below show them.
+# Readings are evidence: no admin adds one, and a GPU that has any cannot be deleted
+# (TelemetrySample.gpu is PROTECT), so no delete of a GPU or node takes them along.
 
 
 @admin.register(GpuHour)
-class GpuHourAdmin(admin.ModelAdmin):
+class GpuHourAdmin(Evidence, admin.ModelAdmin):
     """Hourly rollups, kept by the telemetry store: read only."""
 
     list_display = ("hour_ms", "gpu", "samples", "idle", "util_sum", "mem_sum", "power_mw_sum")
     list_filter = ("gpu__node",)
     search_fields = ("gpu__uuid",)
     readonly_fields = [f.name for f in GpuHour._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

@@ -152,7 +152,7 @@ class TelemetrySample(models.Model):
     utilisation alone is not throughput."""
 
     pk = models.CompositePrimaryKey("gpu", "t_ms")
-    gpu = models.ForeignKey(GPU, on_delete=models.CASCADE, related_name="samples")
+    gpu = models.ForeignKey(GPU, on_delete=models.PROTECT, related_name="samples")
     t_ms = models.BigIntegerField(help_text="Unix time, milliseconds")
     energy_mj = models.PositiveBigIntegerField(help_text="total-energy counter, millijoules")
     power_mw = models.PositiveIntegerField()

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from webapp.core.admin import Evidence
 from webapp.leasing.models import Lease, Settlement
 
 
@@ -36,9 +37,12 @@ class LeaseAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # its contract is on the ledger; its bill lines protect it
+
 
 @admin.register(Settlement)
-class SettlementAdmin(admin.ModelAdmin):
+class SettlementAdmin(Evidence, admin.ModelAdmin):
     list_display = (
         "lease",
         "seq",
@@ -52,9 +56,3 @@ class SettlementAdmin(admin.ModelAdmin):
     list_filter = ("generation",)
     search_fields = ("lease__ledger_id", "telemetry_digest", "ledger_tx")
     readonly_fields = [f.name for f in Settlement._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

@@ -18,7 +18,9 @@ from webapp.attestation.models import Attestation
 from webapp.fleet.models import Node
 from webapp.leasing import states
 from webapp.leasing.models import Lease
+from webapp.outbox import selectors as outbox
 from webapp.outbox.models import OutboxEntry
+from webapp.outbox.records import lease_prefix
 from webapp.tenancy.models import Tenant
 
 ENDED_ON_LEDGER = "ENDED"
@@ -38,9 +40,9 @@ def _query(client: LedgerClient, function: str, **args: Any) -> Any:
 
 def _outbox_states(lease: Lease) -> dict[str, str]:
     """Status of this lease's outbox rows, by the last part of their business key."""
-    prefix = f"lease:{lease.ledger_id}:"
-    rows = OutboxEntry.objects.filter(business_key__startswith=prefix)
-    return {row.business_key[len(prefix) :]: row.status for row in rows}
+    prefix = lease_prefix(lease.ledger_id)
+    rows = outbox.lease_rows(lease.ledger_id)
+    return {row.business_key.removeprefix(prefix): row.status for row in rows}
 
 
 def lease_drift(client: LedgerClient, lease: Lease) -> Iterator[str]:
@@ -57,7 +59,7 @@ def lease_drift(client: LedgerClient, lease: Lease) -> Iterator[str]:
         return
     if on_ledger["tenant"] != lease.tenant.slug:
         yield f"{name}: tenant {lease.tenant.slug} here, {on_ledger['tenant']} on the ledger"
-    in_flight = {k for k, v in rows.items() if v in (OutboxEntry.PENDING, OutboxEntry.SENDING)}
+    in_flight = {k for k, v in rows.items() if v in outbox.IN_FLIGHT}
     if not any(k.startswith("migrate") for k in in_flight):
         here = sorted(g.uuid for g in lease.gpus.all())
         there = sorted(g["uuid"] for g in on_ledger["gpus"])
@@ -124,7 +126,7 @@ def node_drift(client: LedgerClient, node: Node) -> Iterator[str]:
         return
     key = f"node:{node.name}:ak:{node.ak_name}"
     sent = OutboxEntry.objects.filter(business_key=key).values_list("status", flat=True).first()
-    if sent in (OutboxEntry.PENDING, OutboxEntry.SENDING):
+    if sent in outbox.IN_FLIGHT:
         return  # in flight
     name = f"node {node.name} (AK {node.ak_name[:16]}…)"
     try:

@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 
+from ledger.contract import bill_line
 from ledger.units import MS_PER_DAY, ms_of
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import stored_rows
@@ -114,6 +115,6 @@ def _cited(oldest_ms: int, limit_ms: int) -> set[tuple[str, str]]:
     lines = Settlement.objects.filter(start_ms__lt=limit_ms, end_ms__gte=oldest_ms)
     return {
         (b["gpu"], b["digest"])
-        for batches in lines.values_list("telemetry_batches", flat=True)
+        for batches in lines.values_list(bill_line.stored(bill_line.BATCHES), flat=True)
         for b in batches
     }

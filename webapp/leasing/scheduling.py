@@ -20,6 +20,7 @@ from ledger.money import from_micro
 from ledger.units import ms_of
 from scheduler import api as scheduler
 from scheduler.inputs import measured_power_w, remaining_hours
+from webapp.attestation import selectors as attestations
 from webapp.attestation.models import Attestation
 from webapp.attestation.telemetry import attested_batches, attested_through
 from webapp.fleet import rate_card
@@ -39,7 +40,7 @@ def _attested_nodes() -> dict[int, Attestation]:
     active, and that quote already on the ledger (which re-checks its age)."""
     out = {}
     for node in Node.objects.filter(status=Node.ACTIVE, trust=Node.TRUSTED):
-        good = node.attestations.filter(valid=True).exclude(ledger_tx="").first()
+        good = attestations.relied_on(node)
         if good is not None:
             out[node.pk] = good
     return out

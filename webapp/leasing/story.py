@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from webapp.attestation import selectors as attestations
 from webapp.attestation.models import Attestation
 from webapp.core.models import AuditEvent
 from webapp.leasing.models import Lease
-from webapp.outbox.models import OutboxEntry
+from webapp.outbox import selectors as outbox
 
 PREFIX = "lease."
 # the audit action of each step, and the outbox key suffix of the ledger write it caused
@@ -48,11 +49,7 @@ def story(lease: Lease) -> list[Step]:
     audits = AuditEvent.objects.filter(object_type="lease", object_id=str(lease.pk)).order_by(
         "created", "id"
     )
-    writes = list(
-        OutboxEntry.objects.filter(business_key__startswith=f"lease:{lease.ledger_id}:").order_by(
-            "created", "id"
-        )
-    )
+    writes = list(outbox.lease_rows(lease.ledger_id))
     settles = [w for w in writes if w.function == "Settle"]
     moves = iter(w for w in writes if w.function == "MigrateLease")
     steps = []
@@ -90,11 +87,7 @@ def node_quotes(lease: Lease) -> list[NodeQuotes]:
     nodes |= {g.node for g in lease.gpus.select_related("node")}
     out = []
     for node in sorted(nodes, key=lambda n: n.name):
-        quotes = Attestation.objects.filter(node=node)
-        if lease.started is not None:
-            quotes = quotes.filter(created__gte=lease.started)
-        if lease.ended is not None:
-            quotes = quotes.filter(created__lte=lease.ended)
+        quotes = attestations.quotes_between(node, lease.started, lease.ended)
         out.append(
             NodeQuotes(
                 node.name,

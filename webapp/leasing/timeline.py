@@ -11,7 +11,7 @@ from datetime import datetime
 
 from webapp.core.models import AuditEvent
 from webapp.leasing.models import Lease
-from webapp.outbox.models import OutboxEntry
+from webapp.outbox import selectors as outbox
 
 DEFAULT_TOLERANCE_S = 5.0
 COST_CAUSES = ("lease.migrated", "lease.settled")  # the audit events a settlement follows
@@ -42,7 +42,7 @@ def timeline(lease: Lease, tolerance_s: float = DEFAULT_TOLERANCE_S) -> Timeline
         Moment(a.created, "attestation", f"{a.node.name} {'valid' if a.valid else 'INVALID'}")
         for a in lease.attestations.select_related("node")
     ]
-    for row in OutboxEntry.objects.filter(business_key__startswith=f"lease:{lease.ledger_id}:"):
+    for row in outbox.lease_rows(lease.ledger_id):
         moments.append(Moment(row.created, "ledger", f"{row.function} queued"))
         if row.done is not None:
             outcome = f"block {row.block_number} tx {row.tx_id}" if row.tx_id else row.status

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from decimal import Decimal
 
-from django.db.models import Count, Min, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -19,12 +19,11 @@ from ledger.units import MJ_PER_J, MS_PER_S, MW_PER_W
 from webapp.attestation import health
 from webapp.dashboard import snapshot
 from webapp.fleet.models import GPU, Node, TelemetrySample
-from webapp.outbox.models import OutboxEntry
+from webapp.outbox import selectors as outbox
 
 # A GPU whose latest sample is older than this is left out of the node power sums: its
 # reading no longer says what it draws now.
 POWER_FRESH_S = 300
-UNSENT = (OutboxEntry.PENDING, OutboxEntry.SENDING)
 
 
 def _outbox() -> Iterator[Metric]:
@@ -33,11 +32,10 @@ def _outbox() -> Iterator[Metric]:
         "Outbox rows by status (pending + sending = depth)",
         labels=["status"],
     )
-    counts = dict(OutboxEntry.objects.values_list("status").annotate(n=Count("id")).order_by())
-    for status, _ in OutboxEntry.STATUSES:
-        rows.add_metric([status], counts.get(status, 0))
+    for status, count in outbox.status_counts().items():
+        rows.add_metric([status], count)
     yield rows
-    oldest = OutboxEntry.objects.filter(status__in=UNSENT).aggregate(t=Min("created"))["t"]
+    oldest = outbox.oldest_in_flight()
     age = 0.0 if oldest is None else (timezone.now() - oldest).total_seconds()
     yield GaugeMetricFamily(
         "wattlease_outbox_oldest_unsent_age_seconds",

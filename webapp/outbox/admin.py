@@ -41,6 +41,9 @@ class OutboxEntryAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False  # a queued row is a ledger write still owed; a sent one, its record
+
     @admin.action(description="Send again on the relay's next pass")
     def retry(self, request, queryset):
         retried = 0

@@ -29,6 +29,11 @@ def enqueue(business_key: str, function: str, args: dict[str, Any]) -> OutboxEnt
     return entry
 
 
+def lease_prefix(ledger_id: object) -> str:
+    """The start of the business key of every row about one lease (its ledger id)."""
+    return f"lease:{ledger_id}:"
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
@@ -123,7 +128,7 @@ def attestation_answered(attestation, readings: dict[str, str]) -> OutboxEntry:
 
 def lease_created(lease, attestation_pks: list[int]) -> OutboxEntry:
     return enqueue(
-        f"lease:{lease.ledger_id}:create",
+        lease_prefix(lease.ledger_id) + "create",
         "CreateLease",
         {
             "lease_id": str(lease.ledger_id),
@@ -138,7 +143,7 @@ def lease_created(lease, attestation_pks: list[int]) -> OutboxEntry:
 def lease_migrated(lease, attestation_pks: list[int]) -> OutboxEntry:
     seq = lease.settlements.count()
     return enqueue(
-        f"lease:{lease.ledger_id}:migrate:{seq}",
+        lease_prefix(lease.ledger_id) + f"migrate:{seq}",
         "MigrateLease",
         {
             "lease_id": str(lease.ledger_id),
@@ -155,13 +160,13 @@ def lease_ended(lease, cancelled_ms: int | None = None) -> OutboxEntry:
     lease placed on them may start there."""
     end_ms = lease.ended_ms if cancelled_ms is None else cancelled_ms
     args: dict[str, Any] = {"lease_id": str(lease.ledger_id), "end_ms": end_ms}
-    return enqueue(f"lease:{lease.ledger_id}:end", "EndLease", args)
+    return enqueue(lease_prefix(lease.ledger_id) + "end", "EndLease", args)
 
 
 def settlement_made(settlement) -> OutboxEntry:
     """One bill line, with the figures the contract recomputes and compares."""
     return enqueue(
-        f"lease:{settlement.lease.ledger_id}:settle:{settlement.seq}",
+        lease_prefix(settlement.lease.ledger_id) + f"settle:{settlement.seq}",
         "Settle",
         bill_line.settle_args(
             str(settlement.lease.ledger_id), settlement.seq, bill_line.from_stored(settlement)

@@ -11,17 +11,16 @@ from rest_framework.views import APIView
 
 from webapp.core.api.serializers import prefetched
 from webapp.core.openapi import ERROR
-from webapp.leasing import actions, bills, scheduling, states
+from webapp.leasing import actions, bills, scheduling, selectors, states
 from webapp.leasing.api.serializers import (
     LeaseRequestSerializer,
     LeaseSerializer,
     MigrateSerializer,
     PricePreviewSerializer,
 )
-from webapp.leasing.models import Lease, Settlement
+from webapp.leasing.models import Lease
 from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt
 from webapp.tenancy.authentication import IsTenant
-from webapp.tenancy.querysets import restrict_to_tenant
 
 
 class PricePreviewView(APIView):
@@ -54,8 +53,8 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     filterset_class = LeaseFilter
 
     def get_queryset(self):
-        base = Lease.objects.prefetch_related(prefetched("gpus"), prefetched("settlements"))
-        return restrict_to_tenant(base, self.request.user)
+        leases = selectors.tenant_leases(self.request.user)
+        return leases.prefetch_related(prefetched("gpus"), prefetched("settlements"))
 
     def _actor(self) -> str:
         return str(self.request.user)
@@ -155,7 +154,7 @@ class BillViewSet(viewsets.ViewSet):
         responses=dict,
     )
     def list(self, request):
-        lines = restrict_to_tenant(Settlement.objects.all(), request.user)
+        lines = selectors.tenant_lines(request.user)
         try:
             month = request.query_params.get("month")
             return Response(bills.bill(lines, month, request.user.tenant.slug))
