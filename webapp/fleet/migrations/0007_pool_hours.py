@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('fleet', '0005_readings_stored_once'),
+        ('fleet', '0006_evidence_is_never_deleted_by_cascade'),
     ]
 
     operations = [
