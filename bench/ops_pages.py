@@ -17,8 +17,10 @@ static files, which a front web server serves in production, are served to the b
    time, at the default range (24 h) and at 28 d (and 1 h for the pages that read raw
    samples then); p50 / p99 / max of the request's wall time, and the JSON's size;
 2. in Debian's Chromium (Playwright), logged in as staff: --browser-loads loads of every page
-   at 28 d and 24 h; first contentful paint and every plot drawn (the page stamps
-   `data-drawn-ms` after drawing from its data.json), p50 / max, from navigation start;
+   at 28 d and 24 h (and the utilisation page at 1 h); first contentful paint and every plot
+   drawn (the page stamps `data-drawn-ms` after drawing from its data.json), p50 / max, from
+   navigation start. Playwright's routing turns the browser's HTTP cache off, so every load
+   fetches and parses plotly.js (3.5 MB) again: "drawn" is a cold load's;
 3. sample to drawn point: /ops/utilisation/?range=1h open, --samples times one node's 8
    readings stored through record_samples (the quote's path) and the page's paint of the
    point awaited, as bench/console_bench.py does at 64 GPUs.
@@ -240,7 +242,7 @@ def browser_times(base: str, cookie: tuple[str, str], urls: dict[str, str], args
         context.route("**/static/**", serve_static)
         page = context.new_page()
         for name, path in urls.items():
-            for rng in ("28d", "24h"):
+            for rng in ("28d", "24h") + (("1h",) if name == "utilisation" else ()):
                 paint, drawn = [], []
                 for _ in range(args.browser_loads):
                     page.goto(f"{base}{path}?range={rng}")
