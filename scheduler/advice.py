@@ -51,12 +51,34 @@ class ScalingAdvice:
     reason: str
 
 
+@dataclass(frozen=True)
+class WindowTotals:
+    """A pool's samples in the scaling window, summed: all the rule reads of them (a store
+    can sum them where they are kept instead of handing over every sample)."""
+
+    samples: int
+    util_sum: int  # sum of util_gpu_pct
+    mem_sum: int  # sum of util_mem_pct
+
+
+def window_totals(samples: Iterable[TelemetrySample], now_ms: int) -> WindowTotals:
+    """The samples in (now_ms - SCALE_WINDOW_MS, now_ms], summed (older ones are ignored)."""
+    window = [s for s in samples if now_ms - SCALE_WINDOW_MS < s.t_ms <= now_ms]
+    return WindowTotals(
+        len(window), sum(s.util_gpu_pct for s in window), sum(s.util_mem_pct for s in window)
+    )
+
+
 def scaling_advice(
     state: PoolState, samples: Iterable[TelemetrySample], now_ms: int
 ) -> ScalingAdvice:
     """The seed's rule for one pool, from its GPUs' samples (older ones are ignored)."""
-    window = [s for s in samples if now_ms - SCALE_WINDOW_MS < s.t_ms <= now_ms]
-    if not window:
+    return advice_from_totals(state, window_totals(samples, now_ms))
+
+
+def advice_from_totals(state: PoolState, totals: WindowTotals) -> ScalingAdvice:
+    """The seed's rule for one pool, from its samples in the window, summed."""
+    if not totals.samples:
         return ScalingAdvice(
             state.pool,
             "hold",
@@ -67,11 +89,11 @@ def scaling_advice(
             0,
             "no telemetry in the last 5 minutes: no advice",
         )
-    util = sum(s.util_gpu_pct for s in window) / len(window) / 100
-    mem = sum(s.util_mem_pct for s in window) / len(window) / 100
+    util = totals.util_sum / totals.samples / 100
+    mem = totals.mem_sum / totals.samples / 100
     seen = (
         f"5-minute mean utilisation {util:.2f} compute, {mem:.2f} memory bandwidth "
-        f"({len(window)} samples); {state.pending_jobs} job(s) pending"
+        f"({totals.samples} samples); {state.pending_jobs} job(s) pending"
     )
     action, target, why = "hold", state.replicas, "within the 0.15-0.85 band"
     if util > SCALE_UP_UTIL and state.pending_jobs > 0:
@@ -97,7 +119,7 @@ def scaling_advice(
         target,
         round(util, 4),
         round(mem, 4),
-        len(window),
+        totals.samples,
         f"{seen}: {why}",
     )
 
@@ -108,6 +130,16 @@ def advise_pools(
     """One recommendation per pool, in pool order."""
     return [
         scaling_advice(state, samples_by_pool.get(state.pool, []), now_ms)
+        for state in sorted(states, key=lambda s: s.pool)
+    ]
+
+
+def advise_pools_from_totals(
+    states: Iterable[PoolState], totals_by_pool: dict[str, WindowTotals]
+) -> list[ScalingAdvice]:
+    """One recommendation per pool, in pool order, from each pool's window totals."""
+    return [
+        advice_from_totals(state, totals_by_pool.get(state.pool, WindowTotals(0, 0, 0)))
         for state in sorted(states, key=lambda s: s.pool)
     ]
 

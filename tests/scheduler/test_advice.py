@@ -5,12 +5,15 @@ import datetime as dt
 from scheduler.advice import (
     HourTotals,
     PoolState,
+    WindowTotals,
     advise_pools,
+    advise_pools_from_totals,
     heatmap_from_hours,
     hour_totals,
     idle_heatmap,
     queueing_symptom,
     scaling_advice,
+    window_totals,
 )
 from scheduler.telemetry.sample import TelemetrySample
 from scheduler.telemetry.synthetic import synthetic_fleet, synthetic_trace
@@ -55,6 +58,15 @@ def test_only_the_last_five_minutes_count():
     advice = scaling_advice(state(), old + window(50), NOW)
     assert advice.samples == 10 and advice.action == "hold"
     assert scaling_advice(state(), old, NOW).reason.startswith("no telemetry")
+
+
+def test_advice_from_a_stores_window_totals_is_the_advice_from_its_samples():
+    old = [TelemetrySample("GPU-1", NOW - 600_000, 0, 1, 99, 9, 50)]
+    states = [PoolState("b", 2, 1, 4, 0), PoolState("a", 2, 1, 4, 5), PoolState("c", 1, 1, 4, 0)]
+    samples = {"a": old + window(90, mem=17, n=7), "b": window(3, n=30)}
+    totals = {pool: window_totals(rows, NOW) for pool, rows in samples.items()}
+    assert totals["a"] == WindowTotals(7, 7 * 90, 7 * 17)
+    assert advise_pools_from_totals(states, totals) == advise_pools(states, samples, NOW)
 
 
 def test_advise_pools_orders_by_pool():
