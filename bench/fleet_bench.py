@@ -175,6 +175,12 @@ def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int, la
         swtpm_golden = {"sha256": {str(i): v.hex() for i, v in values.items()}}
     database_url = stack.enter_context(temporary_postgres())
     redis_url = stack.enter_context(temporary_redis())
+    # each organisation's registrar (docs/operations.md, "Registrars"), run by the bench
+    from attest.registrar_service import run_registrars
+    from webapp.config import registrars_setting
+
+    registrars, stop_registrars = run_registrars(("Org1MSP", "Org2MSP"), ek_ca, tmp / "reg")
+    stack.callback(stop_registrars)
     logs = tmp / "logs"
     logs.mkdir()
     env = {
@@ -189,6 +195,7 @@ def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int, la
         "WATTLEASE_DATA_DIR": str(tmp / "data"),
         "LEDGER_PATH": str(tmp / "ledger.sqlite3"),
         "TPM_EK_CA_DIR": str(ek_ca),
+        "REGISTRARS": registrars_setting(registrars),
         "ATTESTATION_INTERVAL_S": str(quote_s),
         "ATTESTATION_MAX_AGE_S": str(quote_s * 5),
         "TELEMETRY_SETTLE_WAIT_S": str(quote_s * 2),

@@ -1,6 +1,6 @@
 """Operator advice for the dashboard: the seed's elastic-scaling rule per pool (a pool is a
 GPU generation) and idle capacity by weekday and hour. The rules are the scheduler's; this
-module only reads the rows they need (the heat map: hourly rollups), and caches the map."""
+module only reads the rows they need (the heat map: the pool rollups), and caches the map."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q
 
 from ledger.units import MS_PER_DAY
 from scheduler import api as scheduler
 from scheduler.advice import SCALE_WINDOW_MS
 from scheduler.telemetry.sample import TelemetrySample as Sample
-from webapp.fleet.models import GPU, GpuHour, TelemetrySample
+from webapp.fleet import rollups
+from webapp.fleet.models import GPU, TelemetrySample
 from webapp.leasing import states
 from webapp.leasing.models import Lease
 
@@ -51,20 +52,19 @@ def scaling_advice(now_ms: int | None = None) -> list[dict[str, Any]]:
 
 
 def idle_heatmap(now_ms: int | None = None) -> dict[str, Any]:
-    """Idle share by weekday x hour over the last HEATMAP_WINDOW_MS, from the hourly
-    rollups (one row per GPU-hour: 64 GPUs x 4 weeks is 43,008 rows, not 10 million
-    samples)."""
+    """Idle share by weekday x hour over the last HEATMAP_WINDOW_MS, from the pool rollups
+    (webapp/fleet/rollups.py: one row per pool-hour; 10,000 GPUs x 4 weeks would be 6.7
+    million GPU-hour rows, and 10,000 times that in samples)."""
     cached = cache.get("dashboard:idle-heatmap")
     if cached is None:
-        since = (now_ms or time.time_ns() // 1_000_000) - HEATMAP_WINDOW_MS
-        rows = (
-            GpuHour.objects.filter(hour_ms__gte=since)
-            .values("hour_ms")
-            .annotate(n=Sum("samples"), idle=Sum("idle"), util=Sum("util_sum"), mem=Sum("mem_sum"))
-            .order_by()
-        )
+        now_ms = now_ms or time.time_ns() // 1_000_000
+        totals: dict[int, list[int]] = {}
+        for r in rollups.pool_hours(now_ms - HEATMAP_WINDOW_MS, now_ms + 1, now_ms):
+            acc = totals.setdefault(r["hour_ms"], [0, 0, 0, 0])
+            for i, key in enumerate(("samples", "idle", "util_sum", "mem_sum")):
+                acc[i] += r[key]
         heatmap = scheduler.heatmap_from_hours(
-            scheduler.HourTotals(r["hour_ms"], r["n"], r["idle"], r["util"], r["mem"]) for r in rows
+            scheduler.HourTotals(hour, *sums) for hour, sums in totals.items()
         ).as_dict()
         cached = {k: heatmap[k] for k in ("weekdays", "hours", "idle_share")}
         if any(v is not None for row in cached["idle_share"] for v in row):

@@ -1,5 +1,6 @@
 """A node's page: its attestation timeline, each failed quote's reasons and the PCRs that
-differ from its policy's golden values, its GPUs with their leases and power."""
+differ from its policy's golden values, its GPUs with their leases, power and a heat map of
+their compute and memory bandwidth."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ledger.units import MW_PER_W
 from webapp.attestation import health
 from webapp.attestation import selectors as attestations
 from webapp.attestation.models import Attestation
+from webapp.dashboard import drill
 from webapp.dashboard.ranges import Range
 from webapp.fleet.models import GpuHour, Node, TelemetrySample
 from webapp.leasing import states
@@ -78,6 +80,7 @@ def node_page(node: Node, rng: Range, now_ms: int | None = None) -> dict[str, An
         "failed": failed,
         "gpus": gpus,
         "power": _power(node, rng, since, until),
+        "gpu_heat": drill.node_gpus(node, rng, since, until),
     }
 
 

@@ -1,5 +1,5 @@
-"""The operator's time series: utilisation per GPU and per generation (compute beside memory
-bandwidth, queueing symptoms flagged) and cost per tenant and per generation, with
+"""The operator's time series: utilisation per generation and per site (compute beside
+memory bandwidth, queueing symptoms flagged) and cost per tenant and per generation, with
 attributed against measured energy. Read in a few grouped queries per range."""
 
 from __future__ import annotations
@@ -10,94 +10,130 @@ from typing import Any
 from django.db.models import Count, F, Sum
 
 from ledger import money
-from ledger.units import datetime_of_ms, ms_of
+from ledger.units import MS_PER_DAY, datetime_of_ms, ms_of
 from scheduler import api as scheduler
-from scheduler.advice import QUEUEING_COMPUTE_MIN, QUEUEING_MEM_BW_MAX
+from scheduler.advice import QUEUEING_COMPUTE_MIN, QUEUEING_MEM_BW_MAX, hour_start_ms
 from webapp.dashboard.ranges import Range, bucket_of
-from webapp.fleet.models import GPU, GpuHour, TelemetrySample
+from webapp.fleet import rollups
+from webapp.fleet.models import Generation, GpuHour, Site, TelemetrySample
 from webapp.leasing.models import Lease, Settlement
 
 MAX_FLAGS = 200  # newest queueing symptoms listed beside the charts
 
 
-def _gpu_buckets(rng: Range, since: int, until: int) -> list[dict[str, int]]:
-    """(gpu_id, bucket, samples, util_sum, mem_sum, power_sum) per GPU and bucket."""
-    if rng.from_rollups:
-        rows = GpuHour.objects.filter(
-            hour_ms__gte=bucket_of(since, rng.bucket_ms), hour_ms__lt=until
-        )
-        time_field, sums = "hour_ms", ("samples", "util_sum", "mem_sum", "power_mw_sum")
-        count = Sum("samples")
-    else:
-        rows = TelemetrySample.objects.filter(t_ms__gte=since, t_ms__lt=until)
-        time_field, sums = "t_ms", ("", "util_gpu_pct", "util_mem_pct", "power_mw")
-        count = Count("t_ms")
-    return list(
-        rows.annotate(b=F(time_field) - F(time_field) % rng.bucket_ms)
-        .values("gpu_id", "b")
-        .annotate(n=count, u=Sum(sums[1]), m=Sum(sums[2]), p=Sum(sums[3]))
-        .order_by("b")
-    )
+FLAG_WINDOW_MS = MS_PER_DAY  # queueing symptoms are listed from the newest day at most
+GENERATION, SITE = "gpu__generation__catalogue_id", "gpu__node__site__name"
 
 
 def _mean(total: int, n: int, scale: int = 100) -> float | None:
     return round(total / n / scale, 4) if n else None
 
 
-def utilisation(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
-    since, until = rng.window(now_ms)
-    gpus = {
-        g.pk: g
-        for g in GPU.objects.select_related("node", "generation").order_by("node__name", "index")
+def _named(rows: list[dict[str, Any]], rng: Range) -> list[dict[str, Any]]:
+    """Rows per pool and bucket, with the pool's generation and site by name."""
+    sites = dict(Site.objects.values_list("id", "name"))
+    gens = dict(Generation.objects.values_list("id", "catalogue_id"))
+    return [
+        {
+            "b": bucket_of(r["b"], rng.bucket_ms),
+            GENERATION: gens[r["generation_id"]],
+            SITE: sites[r["site_id"]],
+            "n": r["n"],
+            "u": r["u"],
+            "m": r["m"],
+            "p": r["p"],
+        }
+        for r in rows
+    ]
+
+
+def _from_samples(rng: Range, since: int, until: int) -> list[dict[str, Any]]:
+    """Short ranges: the raw samples of the window, summed per pool and bucket in the
+    database, in one pass (never a row per GPU out of it)."""
+    rows = (
+        TelemetrySample.objects.filter(t_ms__gte=since, t_ms__lt=until)
+        .annotate(b=F("t_ms") - F("t_ms") % rng.bucket_ms)
+        .values("b", generation_id=F("gpu__generation_id"), site_id=F("gpu__node__site_id"))
+        .annotate(n=Count("t_ms"), u=Sum("util_gpu_pct"), m=Sum("util_mem_pct"), p=Sum("power_mw"))
+        .order_by()
+    )
+    return _named(list(rows), rng)
+
+
+def _from_pools(rng: Range, since: int, until: int, now_ms: int | None) -> list[dict[str, Any]]:
+    """Hour buckets and longer: the pool rollups (rows per pool-hour, not per GPU-hour)."""
+    hours = rollups.pool_hours(bucket_of(since, rng.bucket_ms), until, now_ms)
+    keys = {"hour_ms": "b", "samples": "n", "util_sum": "u", "mem_sum": "m", "power_mw_sum": "p"}
+    return _named(
+        [
+            {keys.get(k, k): v for k, v in h.items() if k in keys or k.endswith("_id")}
+            for h in hours
+        ],
+        rng,
+    )
+
+
+def _lines(rows: list[dict[str, Any]], group: str) -> dict[str, dict[str, list]]:
+    sums: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0, 0]))
+    for r in rows:
+        acc = sums[r[group]][r["b"]]
+        for i, key in enumerate(("n", "u", "m", "p")):
+            acc[i] += r[key]
+    return {
+        name: {
+            "t": sorted(b),
+            "util": [_mean(b[t][1], b[t][0]) for t in sorted(b)],
+            "mem": [_mean(b[t][2], b[t][0]) for t in sorted(b)],
+            "power_w": [_mean(b[t][3], b[t][0], 1000) for t in sorted(b)],
+        }
+        for name, b in sorted(sums.items())
     }
-    rows = _gpu_buckets(rng, since, until)
-    times = sorted({r["b"] for r in rows})
-    column = {t: i for i, t in enumerate(times)}
-    order = list(gpus)
-    line = {gpu_id: i for i, gpu_id in enumerate(order)}
-    util = [[None] * len(times) for _ in order]
-    mem = [[None] * len(times) for _ in order]
-    by_generation: dict[str, dict[int, list[int]]] = defaultdict(
-        lambda: defaultdict(lambda: [0, 0, 0, 0])
+
+
+def queueing_flags(since: int, until: int) -> list[dict[str, Any]]:
+    """The newest GPU-hours (MAX_FLAGS at most, from the last FLAG_WINDOW_MS of the window)
+    whose mean compute and memory bandwidth show the queueing symptom, from the rollups."""
+    start = max(hour_start_ms(since), hour_start_ms(until) - FLAG_WINDOW_MS)
+    rows = (
+        GpuHour.objects.filter(hour_ms__gte=start, hour_ms__lt=until, samples__gt=0)
+        .filter(
+            util_sum__gte=F("samples") * round(QUEUEING_COMPUTE_MIN * 100),
+            mem_sum__lte=F("samples") * round(QUEUEING_MEM_BW_MAX * 100),
+        )
+        .order_by("-hour_ms")
+        .values("hour_ms", "samples", "util_sum", "mem_sum", "gpu__uuid", "gpu__index")
+        .annotate(node=F("gpu__node__name"), generation=F(GENERATION))[:MAX_FLAGS]
     )
     flags = []
     for r in rows:
-        gpu = gpus.get(r["gpu_id"])
-        if gpu is None:
-            continue
-        u, m = _mean(r["u"], r["n"]), _mean(r["m"], r["n"])
-        util[line[r["gpu_id"]]][column[r["b"]]] = u
-        mem[line[r["gpu_id"]]][column[r["b"]]] = m
-        sums = by_generation[gpu.generation.catalogue_id][r["b"]]
-        for i, key in enumerate(("n", "u", "m", "p")):
-            sums[i] += r[key]
+        u, m = _mean(r["util_sum"], r["samples"]), _mean(r["mem_sum"], r["samples"])
         if scheduler.queueing_symptom(u, m):
-            flags.append({"gpu": _label(gpu), "t": r["b"], "util": u, "mem": m})
-    generations = {
-        name: {
-            "t": sorted(buckets),
-            "util": [_mean(buckets[t][1], buckets[t][0]) for t in sorted(buckets)],
-            "mem": [_mean(buckets[t][2], buckets[t][0]) for t in sorted(buckets)],
-            "power_w": [_mean(buckets[t][3], buckets[t][0], 1000) for t in sorted(buckets)],
-        }
-        for name, buckets in sorted(by_generation.items())
-    }
+            label = f"{r['node']}/{r['gpu__index']} {r['generation']}"
+            flags.append(
+                {"gpu": label, "uuid": r["gpu__uuid"], "t": r["hour_ms"], "util": u, "mem": m}
+            )
+    return flags
+
+
+def utilisation(rng: Range, now_ms: int | None = None) -> dict[str, Any]:
+    """Compute and memory bandwidth (and mean power) per generation and per site, and the
+    GPU-hours with queueing symptoms; per-GPU heat maps are the node pages' (webapp/
+    dashboard/drill.py): a fleet has too many GPUs for one page."""
+    since, until = rng.window(now_ms)
+    if rng.from_rollups:
+        rows = _from_pools(rng, since, until, now_ms)
+    else:
+        rows = _from_samples(rng, since, until)
     return {
         "range": rng.name,
         "bucket_ms": rng.bucket_ms,
         "since": since,
         "until": until,
-        "generations": generations,
-        "gpus": {"labels": [_label(gpus[g]) for g in order], "t": times, "util": util, "mem": mem},
-        # live samples name their GPU: the page maps them to generations
-        "gpu_generation": {g.uuid: g.generation.catalogue_id for g in gpus.values()},
-        "flags": sorted(flags, key=lambda f: -f["t"])[:MAX_FLAGS],
+        "generations": _lines(rows, GENERATION),
+        "sites": _lines(rows, SITE),
+        "flags": queueing_flags(since, until),
         "thresholds": {"compute_min": QUEUEING_COMPUTE_MIN, "mem_bw_max": QUEUEING_MEM_BW_MAX},
     }
-
-
-def _label(gpu: GPU) -> str:
-    return f"{gpu.node.name}/{gpu.index} {gpu.generation.catalogue_id}"
 
 
 def cost(rng: Range, now_ms: int | None = None) -> dict[str, Any]:

@@ -177,6 +177,8 @@ class GpuHour(models.Model):
     util_sum = models.PositiveBigIntegerField(help_text="sum of util_gpu_pct")
     mem_sum = models.PositiveBigIntegerField(help_text="sum of util_mem_pct")
     power_mw_sum = models.PositiveBigIntegerField(help_text="sum of power_mw")
+    temp_sum = models.BigIntegerField(null=True, help_text="sum of temp_c (null: rolled up before)")
+    temp_max = models.SmallIntegerField(null=True, help_text="hottest reading, °C")
 
     class Meta:
         ordering = ["-hour_ms"]
@@ -187,3 +189,46 @@ class GpuHour(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu} @ {self.hour_ms}"
+
+
+class PoolHour(models.Model):
+    """One pool's telemetry in one UTC hour: the GpuHour rows of a site's GPUs of one
+    generation, summed (webapp/fleet/rollups.py). The fleet's, a site's and a generation's
+    views read these: a few dozen rows per hour however many GPUs the fleet has."""
+
+    site = models.ForeignKey(Site, on_delete=models.CASCADE, related_name="hours")
+    generation = models.ForeignKey(Generation, on_delete=models.CASCADE, related_name="hours")
+    hour_ms = models.BigIntegerField(help_text="start of the UTC hour, Unix ms")
+    gpus = models.PositiveIntegerField(help_text="GPUs that reported in the hour")
+    samples = models.PositiveBigIntegerField()
+    idle = models.PositiveBigIntegerField(help_text="samples under the idle utilisation threshold")
+    util_sum = models.PositiveBigIntegerField(help_text="sum of util_gpu_pct")
+    mem_sum = models.PositiveBigIntegerField(help_text="sum of util_mem_pct")
+    power_mw_sum = models.PositiveBigIntegerField(help_text="sum of power_mw")
+    gpu_power_mw = models.PositiveBigIntegerField(
+        help_text="sum over the GPUs of each one's mean power in the hour (mW): the pool's draw"
+    )
+    temp_max = models.SmallIntegerField(null=True, help_text="hottest reading, °C")
+
+    class Meta:
+        ordering = ["-hour_ms"]
+        indexes = [models.Index(fields=["hour_ms"], name="poolhour_hour_ms")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["site", "generation", "hour_ms"], name="one_row_per_pool_hour"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.site}/{self.generation} @ {self.hour_ms}"
+
+
+class RolledUp(models.Model):
+    """How far the pool rollups go: every closed hour before `through_ms` is in PoolHour
+    (one row, webapp/fleet/rollups.py; an hour without readings has no PoolHour row, so the
+    newest row cannot say it)."""
+
+    through_ms = models.BigIntegerField(help_text="end of the hours rolled up, Unix ms")
+
+    def __str__(self) -> str:
+        return f"pool rollups through {self.through_ms}"

@@ -16,6 +16,7 @@ from scheduler.advice import hour_start_ms
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from scheduler.telemetry.synthetic import IDLE_UTIL_PCT
 from webapp.core.events import publish_on_commit
+from webapp.fleet import rollups
 from webapp.fleet.models import GPU, GpuHour, TelemetrySample
 from webapp.fleet.partitions import ensure_days
 
@@ -55,17 +56,33 @@ def record_samples(samples: Iterable[Sample]) -> Recorded:
         # the samples are committed: tell the dashboards first, then keep the rollups
         _publish(rows, {v: k for k, v in gpu_ids.items()})
         times = [row.t_ms for row in rows]
-        update_hours({row.gpu_id for row in rows}, min(times), max(times))
+        touched = {row.gpu_id for row in rows}
+        update_hours(touched, min(times), max(times))
+        rollups.late_readings(touched, min(times))
     return Recorded(stored=len(rows), unknown_gpus=frozenset(unknown))
 
 
 def _publish(rows: list[TelemetrySample], uuids: dict[int, str]) -> None:
-    """Tell open dashboards about the new readings, the readings themselves when few
-    enough to travel in one message (pages then draw them without asking)."""
+    """Tell open dashboards about the new readings, the readings themselves (with their
+    GPU's generation, which the pages draw them by) when few enough to travel in one
+    message (pages then draw them without asking)."""
     readings = None
     if len(rows) <= LIVE_EVENT_MAX_SAMPLES:
+        generation = dict(
+            GPU.objects.filter(pk__in={r.gpu_id for r in rows}).values_list(
+                "id", "generation__catalogue_id"
+            )
+        )
         readings = [
-            [uuids[r.gpu_id], r.t_ms, r.util_gpu_pct, r.util_mem_pct, r.power_mw] for r in rows
+            [
+                uuids[r.gpu_id],
+                r.t_ms,
+                r.util_gpu_pct,
+                r.util_mem_pct,
+                r.power_mw,
+                generation[r.gpu_id],
+            ]
+            for r in rows
         ]
     publish_on_commit("telemetry", count=len(rows), samples=readings)
 
@@ -84,6 +101,8 @@ def update_hours(gpu_ids: set[int], first_ms: int, last_ms: int) -> int:
             util=Sum("util_gpu_pct"),
             mem=Sum("util_mem_pct"),
             power=Sum("power_mw"),
+            temp=Sum("temp_c"),
+            hottest=Max("temp_c"),
         )
         .order_by()
     )
@@ -96,6 +115,8 @@ def update_hours(gpu_ids: set[int], first_ms: int, last_ms: int) -> int:
             util_sum=t["util"],
             mem_sum=t["mem"],
             power_mw_sum=t["power"],
+            temp_sum=t["temp"],
+            temp_max=t["hottest"],
         )
         for t in totals
     ]
@@ -104,7 +125,15 @@ def update_hours(gpu_ids: set[int], first_ms: int, last_ms: int) -> int:
         batch_size=BATCH,
         update_conflicts=True,
         unique_fields=["gpu", "hour_ms"],
-        update_fields=["samples", "idle", "util_sum", "mem_sum", "power_mw_sum"],
+        update_fields=[
+            "samples",
+            "idle",
+            "util_sum",
+            "mem_sum",
+            "power_mw_sum",
+            "temp_sum",
+            "temp_max",
+        ],
     )
     return len(rows)
 

@@ -9,8 +9,8 @@ from growing without bound, and what it never drops.
   every batch a line cites (and of every batch that reaches past the days being dropped, which
   a later line may cite) are copied to the batch's `evidence`, kept as long as the line is.
   Batches no line cites are deleted with their day: nothing can cite them any more.
-- Hourly rollups (fleet.GpuHour, what the dashboards' longer views read) are kept
-  TELEMETRY_ROLLUP_RETENTION_DAYS.
+- Hourly rollups (fleet.GpuHour and fleet.PoolHour, what the dashboards' longer views read)
+  are kept TELEMETRY_ROLLUP_RETENTION_DAYS.
 - Partitions are created TELEMETRY_PARTITIONS_AHEAD_DAYS ahead (the store also creates a
   missing one before inserting, so a late run never refuses a reading).
 """
@@ -28,7 +28,7 @@ from ledger.contract import bill_line
 from ledger.units import MS_PER_DAY, ms_of
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import stored_rows
-from webapp.fleet.models import GpuHour
+from webapp.fleet.models import GpuHour, PoolHour
 from webapp.fleet.partitions import day_start_ms, drop_day, ensure_days, stored_days
 from webapp.leasing import states
 from webapp.leasing.models import Lease, Settlement
@@ -78,6 +78,7 @@ def apply_retention(now_ms: int | None = None) -> Retained:
                 drop_day(day)
     rollup_cutoff = today - settings.TELEMETRY_ROLLUP_RETENTION_DAYS * MS_PER_DAY
     hours, _ = GpuHour.objects.filter(hour_ms__lt=rollup_cutoff).delete()
+    PoolHour.objects.filter(hour_ms__lt=rollup_cutoff).delete()
     return Retained(len(created), len(dropping), len(old) - len(dropping), kept, deleted, hours)
 
 

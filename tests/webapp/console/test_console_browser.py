@@ -35,11 +35,20 @@ PREVIEW_PAIR_TRIES = 5  # form and API previews a moment apart, each of the live
 # (placed there while its first quote was good) none will, and it is billed after the wait
 BILL_WAIT_MS = (DEMO_SETTLE_WAIT_S + 30) * 1000
 OPS_PAGES = {
-    "utilisation": ("#chart-generation", "#chart-gpu-util", "#chart-gpu-mem"),
+    "fleet": ("#chart-fleet-generations", "#chart-fleet-sites"),
+    "utilisation": ("#chart-generation", "#chart-site"),
     "cost": ("#chart-cost-tenant", "#chart-cost-generation"),
     "capacity": ("#chart-heatmap",),
     "ledger": ("#chart-throughput", "#chart-latency", "#chart-depth", "#chart-codes"),
 }
+
+# the fleet page's way down: (level reached, the link followed, a chart that level draws)
+DRILL_DOWN = (
+    ("site", "#sites tbody a", "#chart-site-pools"),
+    ("pool", "#pools tbody a", "#chart-node-util"),
+    ("node", "#pool-nodes tbody a", "#chart-gpu-util"),
+    ("gpu", "#gpus tbody a", "#chart-gpu-lines"),
+)
 
 
 # how many non-empty values the traces of a Plotly chart hold
@@ -354,6 +363,12 @@ def test_every_page_in_both_languages_at_both_widths_is_accessible(browser, demo
             ops.goto(f"{demo.base}/ops/nodes/{node}/?range=1h")
             ops.wait_for_selector("#chart-attestation .main-svg", timeout=WAIT_MS)
             _check(ops, f"{where} ops/node", failures)
+            # down from the fleet by its links: a site, one of its pools, a node's GPU
+            ops.goto(f"{demo.base}/ops/fleet/")
+            for level, link, chart in DRILL_DOWN:
+                ops.locator(link).first.click()
+                ops.wait_for_selector(f"{chart} .main-svg", timeout=WAIT_MS)
+                _check(ops, f"{where} ops/{level}", failures)
             ops.context.close()
     # the switch on every page: to Chinese and back, by keyboard
     page = _viewer(browser, "en", "desktop", problems)

@@ -12,6 +12,7 @@
   const config = { displayModeBar: false, responsive: true };
   let range = new URLSearchParams(location.search).get("range") || (page === "node" ? "6h" : "24h");
   let lastLoad = 0;
+  let poolPage = Number(new URLSearchParams(location.search).get("page")) || 1;
   let reloadTimer = null;
   let data = null;
   const live = { traces: {}, count: 0 };
@@ -37,7 +38,14 @@
       const tr = document.createElement("tr");
       cells(item).forEach((value, i) => {
         const td = document.createElement("td");
-        td.textContent = value === null || value === undefined ? "—" : String(value);
+        if (value && typeof value === "object" && value.href) {  // a cell that leads down a level
+          const a = document.createElement("a");
+          a.href = value.href;
+          a.textContent = String(value.text);
+          td.appendChild(a);
+        } else {
+          td.textContent = value === null || value === undefined ? "—" : String(value);
+        }
         if (cellClass) td.className = cellClass(item, i) || "";
         tr.appendChild(td);
       });
@@ -45,7 +53,66 @@
     }));
   }
 
+  const here = (path) => new URL(path, location.href).pathname;
+  const money = (micro) => (micro / 1e6).toLocaleString(S.lang, { maximumFractionDigits: 2 });
+  const kw = (watts) => (watts === null || watts === undefined ? "—" : (watts / 1000).toLocaleString(S.lang, { maximumFractionDigits: 1 }));
+  const trustCounts = (d) => {
+    document.getElementById("trust-counts").textContent = Object.entries(d.nodes_by_trust)
+      .map(([k, n]) => `${w(k)}: ${n}`).join(" · ");
+  };
+  // one row per site, generation or pool: inventory now, usage and bills over the range
+  const groupRows = (id, items, href) => rows(id, items, (r) => [href ? { text: r.name, href: href(r) } : r.name,
+    r.gpus, r.leased, r.quarantined, r.free, r.nodes, r.gpus_by_trust.trusted,
+    r.gpus_by_trust.failed + r.gpus_by_trust.stale, pct(r.util), pct(r.mem), kw(r.power_w),
+    r.energy_kwh.toLocaleString(S.lang), money(r.billed_micro)]);
+  const lines = (id, groups, title) => {
+    const traces = [];
+    for (const [name, s] of Object.entries(groups)) {
+      traces.push({ type: "scatter", mode: "lines", name: `${name} compute`, x: times(s.t), y: s.util });
+      traces.push({ type: "scatter", mode: "lines", name: `${name} memory bw`, x: times(s.t), y: s.mem,
+        line: { dash: "dot" } });
+    }
+    Plotly.react(id, traces, layout(title, { yaxis: { range: [0, 1], tickformat: ".0%" } }), config);
+  };
+  const heat = (id, h, z, title) => Plotly.react(id, [{
+    type: "heatmap", x: times(h.t), y: h.labels, z, zmin: 0, zmax: 1, colorscale: "Viridis",
+    hoverongaps: false }], layout(title, { margin: { t: 40, l: 160 }, yaxis: { automargin: true } }), config);
+
   const draw = {
+    fleet(d) {
+      trustCounts(d);
+      groupRows("sites", d.sites, (r) => here(`../sites/${encodeURIComponent(r.name)}/`));
+      groupRows("generations", d.generations);
+      lines("chart-fleet-generations", d.series.generations, t("Utilisation per generation: compute and memory bandwidth"));
+      lines("chart-fleet-sites", d.series.sites, t("Utilisation per site: compute and memory bandwidth"));
+    },
+    site(d) {
+      trustCounts(d);
+      groupRows("pools", d.pools, (r) => here(`pools/${encodeURIComponent(r.name)}/`));
+      lines("chart-site-pools", d.series.pools, t("Utilisation per pool: compute and memory bandwidth"));
+    },
+    pool(d) {
+      document.getElementById("page-note").textContent = `${d.page} / ${d.pages} (${d.node_count})`;
+      document.getElementById("page-prev").disabled = d.page <= 1;
+      document.getElementById("page-next").disabled = d.page >= d.pages;
+      rows("pool-nodes", d.nodes, (n) => [{ text: n.name, href: here(`../../../../nodes/${encodeURIComponent(n.name)}/`) },
+        w(n.status), w(n.trust), n.gpus, n.leased, pct(n.util), pct(n.mem), n.power_w]);
+      heat("chart-node-util", d.heat, d.heat.util, t("Compute utilisation per node"));
+      heat("chart-node-mem", d.heat, d.heat.mem, t("Memory-bandwidth utilisation per node"));
+    },
+    gpu(d) {
+      const g = d.gpu;
+      rows("gpu-facts", [["UUID", g.uuid], ["node", g.node], ["site", g.site], ["generation", g.generation],
+        ["trust", w(g.trust)], ["lease", g.lease], ["tenant", g.tenant]], (r) => r);
+      Plotly.react("chart-gpu-lines", [
+        { type: "scatter", mode: "lines", name: "compute", x: times(d.t), y: d.util },
+        { type: "scatter", mode: "lines", name: "memory bw", x: times(d.t), y: d.mem, line: { dash: "dot" } },
+      ], layout(t("Compute and memory-bandwidth utilisation"), { yaxis: { range: [0, 1], tickformat: ".0%" } }), config);
+      Plotly.react("chart-gpu-power", [{ type: "scatter", mode: "lines", name: "W", x: times(d.t), y: d.power_w }],
+        layout(t("Power per GPU (W)")), config);
+      Plotly.react("chart-gpu-temp", [{ type: "scatter", mode: "lines", name: "°C", x: times(d.t), y: d.temp_max }],
+        layout(t("Hottest reading (°C)")), config);
+    },
     utilisation(d) {
       const traces = [];
       for (const [gen, s] of Object.entries(d.generations)) {
@@ -55,14 +122,11 @@
       }
       Plotly.react("chart-generation", traces, layout(t("Utilisation per generation: compute and memory bandwidth"),
         { yaxis: { range: [0, 1], tickformat: ".0%" } }), config);
-      const heat = (z, title, id) => Plotly.react(id, [{
-        type: "heatmap", x: times(d.gpus.t), y: d.gpus.labels, z, zmin: 0, zmax: 1, colorscale: "Viridis",
-        hoverongaps: false }], layout(t(title), { margin: { t: 40, l: 200 }, yaxis: { automargin: true } }), config);
-      heat(d.gpus.util, "Compute utilisation per GPU", "chart-gpu-util");
-      heat(d.gpus.mem, "Memory-bandwidth utilisation per GPU", "chart-gpu-mem");
+      lines("chart-site", d.sites, t("Utilisation per site: compute and memory bandwidth"));
       document.getElementById("thresholds").textContent =
         `(compute ≥ ${pct(d.thresholds.compute_min)} with memory bandwidth ≤ ${pct(d.thresholds.mem_bw_max)})`;
-      rows("flags", d.flags, (f) => [f.gpu, when(f.t), pct(f.util), pct(f.mem)],
+      rows("flags", d.flags, (f) => [{ text: f.gpu, href: here(`../gpus/${encodeURIComponent(f.uuid)}/`) },
+        when(f.t), pct(f.util), pct(f.mem)],
         (f, i) => (i >= 2 ? "flag" : ""));
       if (!document.querySelector("#chart-live .main-svg")) {
         Plotly.react("chart-live", [], layout(t("Compute per generation, newest samples"),
@@ -122,7 +186,10 @@
       rows("failed", d.failed, (f) => [when(f.at), f.reasons.map((r) => `${r.code}: ${r.detail}`).join("; "),
         f.differing_pcrs.map((p) => `${p.bank} PCR ${p.pcr}: expected ${p.expected.slice(0, 16)}…, measured ${p.measured.slice(0, 16)}…`).join("; ") || "none",
         f.on_ledger ? "yes" : "not yet"]);
-      rows("gpus", d.gpus, (g) => [g.index, g.uuid, g.generation, g.lease, g.tenant]);
+      rows("gpus", d.gpus, (g) => [g.index, { text: g.uuid, href: here(`../../gpus/${encodeURIComponent(g.uuid)}/`) },
+        g.generation, g.lease, g.tenant]);
+      heat("chart-gpu-util", d.gpu_heat, d.gpu_heat.util, t("Compute utilisation per GPU"));
+      heat("chart-gpu-mem", d.gpu_heat, d.gpu_heat.mem, t("Memory-bandwidth utilisation per GPU"));
       Plotly.react("chart-power", [{ type: "scatter", mode: "lines", name: "mean W per GPU", x: times(d.power.t),
         y: d.power.watts }], layout(t("Power per GPU (W)")), config);
     },
@@ -130,7 +197,7 @@
 
   async function load() {
     lastLoad = Date.now();
-    const url = `${document.body.dataset.source}?range=${encodeURIComponent(range)}`;
+    const url = `${document.body.dataset.source}?range=${encodeURIComponent(range)}&page=${poolPage}`;
     const response = await fetch(url, { cache: "no-store", credentials: "same-origin" });
     if (!response.ok) return;
     data = await response.json();
@@ -149,8 +216,7 @@
   function drawSamples(samples) {
     if (page !== "utilisation" || !data || !samples) return;
     const byKey = {};
-    for (const [gpu, t, util] of samples) {
-      const gen = data.gpu_generation[gpu];
+    for (const [, t, util, , , gen] of samples) {
       if (!gen) continue;
       const key = `${gen}|${t}`;
       (byKey[key] = byKey[key] || { gen, t, sum: 0, n: 0 });
@@ -207,6 +273,14 @@
       range = button.dataset.range;
       for (const b of document.querySelectorAll("[data-range]")) b.classList.toggle("on", b === button);
       history.replaceState(null, "", `?range=${range}`);
+      load();
+    });
+  }
+  for (const [id, step] of [["page-prev", -1], ["page-next", 1]]) {
+    const button = document.getElementById(id);
+    if (button) button.addEventListener("click", () => {
+      poolPage = Math.max(1, poolPage + step);
+      history.replaceState(null, "", `?range=${range}&page=${poolPage}`);
       load();
     });
   }
