@@ -24,6 +24,9 @@ import json
 import signal
 import sys
 import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -49,6 +52,7 @@ from attest.registrar import (
 MAX_REQUEST_BYTES = 64 * 1024  # a challenge request with its certificates is under 16 KiB
 MAX_KEY_FILE_BYTES = 8192
 MAX_ROOT_FILES = 64
+CLIENT_TIMEOUT_S = 10.0  # a round is a few milliseconds of crypto
 CERT_SUFFIXES = (".pem", ".crt", ".cer", ".der")
 
 
@@ -231,3 +235,96 @@ def add_registrar_parser(sub: Any) -> None:
     p = rsub.add_parser("public-key", help="the key's base64 DER SubjectPublicKeyInfo")
     p.add_argument("--key", required=True)
     p.set_defaults(func=cmd_public_key)
+
+
+class RegistrarUnavailable(RuntimeError):
+    """A registrar could not be reached or answered something that is not its protocol."""
+
+
+class RegistrarClient:
+    """The caller's side of one registrar's HTTP JSON API (the web app relays a node's
+    rounds; the registrar's checks are its own). A refusal raises RegistrarError with the
+    registrar's code and field; an unreachable registrar RegistrarUnavailable."""
+
+    def __init__(self, org: str, url: str, timeout_s: float = CLIENT_TIMEOUT_S) -> None:
+        self.org = org
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def _call(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + path, data=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                answer = json.loads(response.read(MAX_REQUEST_BYTES))
+        except urllib.error.HTTPError as exc:
+            try:
+                error = json.loads(exc.read(MAX_REQUEST_BYTES))["error"]
+                raise RegistrarError(str(error["code"]), str(error["field"]), str(error["detail"]))
+            except (ValueError, KeyError, TypeError):
+                raise RegistrarUnavailable(
+                    f"{self.org} registrar {self.url}: HTTP {exc.code}"
+                ) from None
+        except (OSError, ValueError) as exc:
+            raise RegistrarUnavailable(f"{self.org} registrar {self.url}: {exc}") from None
+        if not isinstance(answer, dict) or answer.get("org") != self.org:
+            said = answer.get("org") if isinstance(answer, dict) else answer
+            raise RegistrarUnavailable(f"{self.url} answered for {said!r}, not {self.org}")
+        return answer
+
+    def public_key(self) -> str:
+        return str(self._call("/key")["public_key"])
+
+    def challenge(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("/challenge", body)
+
+    def activate(self, challenge_id: str, answer_b64: str) -> dict[str, Any]:
+        return self._call("/activate", {"challenge_id": challenge_id, "answer": answer_b64})
+
+
+def serve_in_thread(
+    registrar: Registrar, host: str = "127.0.0.1"
+) -> tuple[str, Callable[[], None]]:
+    """(URL, stop) of `registrar` served on a free port by a daemon thread: for a process
+    that plays an organisation's registrar itself (the demo, tests)."""
+    server = make_server(registrar, host, 0)
+    thread = threading.Thread(
+        target=server.serve_forever, name=f"registrar-{registrar.org}", daemon=True
+    )
+    thread.start()
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+    return f"http://{host}:{server.server_address[1]}", stop
+
+
+def run_registrars(
+    orgs: Sequence[str], ek_roots: str | Path, key_dir: str | Path
+) -> tuple[dict[str, str], Callable[[], None]]:
+    """Serve one registrar per organisation in this process, for a process that plays every
+    organisation (the demo, tests): each key is `key_dir/<org>.pem`, made on first use and
+    kept, so the keys both organisations approved stay valid across restarts.
+    Returns ({org: URL}, stop)."""
+    roots, intermediates = load_ek_roots(str(ek_roots))
+    folder = Path(key_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    urls: dict[str, str] = {}
+    stops: list[Callable[[], None]] = []
+    for org in orgs:
+        path = folder / f"{org}.pem"
+        if not path.exists():
+            cmd_keygen(argparse.Namespace(out=str(path)))
+        registrar = Registrar(org, load_private_key(str(path)), roots, intermediates)
+        urls[org], stop = serve_in_thread(registrar)
+        stops.append(stop)
+
+    def stop_all() -> None:
+        for stop in stops:
+            stop()
+
+    return urls, stop_all

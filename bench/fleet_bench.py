@@ -1,10 +1,12 @@
 """A fleet on one app server: N nodes of 8 GPUs run the agent protocol (challenge -> quote
 with telemetry -> verification -> database -> outbox -> ledger) against the production
-serving layout (gunicorn, two ASGI workers; lease worker, ledger relay, attestation watch,
-telemetry retention) on a private PostgreSQL and Redis (tests/services.py).
+serving layout of docs/operations.md (gunicorn's sync WSGI workers, cores + 1, for HTTP;
+lease worker, ledger relay, attestation watch, telemetry retention) on a private PostgreSQL
+and Redis (tests/services.py). The websocket server of that layout is not started: no agent
+uses it. `--server asgi2` serves HTTP from two ASGI workers instead, for comparison.
 
     python bench/fleet_bench.py [--gpus 1000,5000,10000] [--seconds 300] [--warm-s 90]
-                                [--quote-s 60] [--sample-s 10] [--swtpm 2]
+                                [--quote-s 60] [--sample-s 10] [--swtpm 2] [--server wsgi3]
 
 Nodes: the first --swtpm are real swtpm TPMs driven through tpm2-pytss
 (attest.agent.tpm.Agent); the others are software TPMs (bench/software_node.py: the same
@@ -66,6 +68,12 @@ S_PER_HOUR = 3600
 S_PER_DAY = 86_400
 READY_S = 300.0  # gunicorn boots in minutes on a loaded shared machine
 IDLE_W = 60
+AGENT_RATE_PER_NODE_MIN = 600  # requests a node may send per minute (production: 30)
+DEFAULT_SERVER = "wsgi3"  # docs/operations.md: sync workers, cores + 1, on 2 cores
+SERVER_KINDS = {
+    "wsgi": ("sync", "webapp.wsgi:application"),
+    "asgi": ("asgi", "webapp.asgi:application"),
+}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -145,7 +153,7 @@ class Deployment:
     logs: Path
 
 
-def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int) -> tuple:
+def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int, layout: str) -> tuple:
     from attest.agent.tpm import Agent
     from attest.swtpm import LocalCA, start_node_tpm
 
@@ -167,6 +175,12 @@ def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int) ->
         swtpm_golden = {"sha256": {str(i): v.hex() for i, v in values.items()}}
     database_url = stack.enter_context(temporary_postgres())
     redis_url = stack.enter_context(temporary_redis())
+    # each organisation's registrar (docs/operations.md, "Registrars"), run by the bench
+    from attest.registrar_service import run_registrars
+    from webapp.config import registrars_setting
+
+    registrars, stop_registrars = run_registrars(("Org1MSP", "Org2MSP"), ek_ca, tmp / "reg")
+    stack.callback(stop_registrars)
     logs = tmp / "logs"
     logs.mkdir()
     env = {
@@ -181,10 +195,14 @@ def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int) ->
         "WATTLEASE_DATA_DIR": str(tmp / "data"),
         "LEDGER_PATH": str(tmp / "ledger.sqlite3"),
         "TPM_EK_CA_DIR": str(ek_ca),
+        "REGISTRARS": registrars_setting(registrars),
         "ATTESTATION_INTERVAL_S": str(quote_s),
         "ATTESTATION_MAX_AGE_S": str(quote_s * 5),
         "TELEMETRY_SETTLE_WAIT_S": str(quote_s * 2),
-        "AGENT_RATE_PER_NODE": "600/min",
+        "AGENT_RATE_PER_NODE": f"{AGENT_RATE_PER_NODE_MIN}/min",
+        # every node here connects from 127.0.0.1, where a fleet's come from an address each:
+        # the per-address budget is the sum of the nodes' (else the bench measures 429s)
+        "API_RATE_PER_IP": f"{nodes * AGENT_RATE_PER_NODE_MIN // 60}/s",
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
     }
@@ -218,11 +236,7 @@ def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int) ->
                 process.kill()
 
     stack.callback(stop_all)
-    server = start(
-        "server",
-        [PY, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf", "--worker-class", "asgi",
-         "--workers", "2", "--bind", f"127.0.0.1:{port}", "webapp.asgi:application"],
-    )  # fmt: skip
+    server = start("server", server_command(layout, port))
     pids = {"server": server.pid}
     for name in WORKERS:
         pids[name] = start(name, [PY, "manage.py", name]).pid
@@ -246,6 +260,17 @@ def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int) ->
             stack.callback(tpm.close)
         made.append(Node(spec["name"], spec["credential"], spec["inventory"], tpm))
     return deployed, made
+
+
+def server_command(layout: str, port: int) -> list[str]:
+    """gunicorn for `layout`: `wsgiN` (N sync WSGI workers, production's HTTP layout) or
+    `asgiN` (N ASGI workers)."""
+    kind, workers = layout.rstrip("0123456789"), layout.lstrip("abcdefghijklmnopqrstuvwxyz")
+    if kind not in SERVER_KINDS or not workers.isdigit():
+        raise SystemExit(f"--server {layout!r}: wsgiN or asgiN (N workers), e.g. wsgi3")
+    worker_class, app = SERVER_KINDS[kind]
+    return [PY, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf", "--worker-class",
+            worker_class, "--workers", workers, "--bind", f"127.0.0.1:{port}", app]  # fmt: skip
 
 
 def _wait_until_answering(deployed: Deployment) -> None:
@@ -393,13 +418,14 @@ def outbox_lag(database_url: str, since: float, until: float) -> dict[str, float
 
 
 def run_level(gpus: int, seconds: float, warm_s: float, quote_s: int, sample_s: int,
-              swtpm: int, check: bool = False) -> dict[str, Any]:  # fmt: skip
+              swtpm: int, check: bool = False,
+              server: str = DEFAULT_SERVER) -> dict[str, Any]:  # fmt: skip
     nodes = max(1, gpus // GPUS_PER_NODE)
     tmp = Path(tempfile.mkdtemp(prefix="wattlease-fleet-"))
     try:
         with ExitStack() as stack:
             started = time.monotonic()
-            deployed, made = deploy(stack, tmp, nodes, min(swtpm, nodes), quote_s)
+            deployed, made = deploy(stack, tmp, nodes, min(swtpm, nodes), quote_s, server)
             fleet = Fleet(deployed, made, quote_s, sample_s)
             fleet.enrol_all()
             setup_s = time.monotonic() - started
@@ -426,6 +452,7 @@ def run_level(gpus: int, seconds: float, warm_s: float, quote_s: int, sample_s: 
             measured = (mono1 - mono0, cpu0, cpu1, busy1 - busy0, sizes0, sizes1)
             result = report(gpus, nodes, *measured, window, late, lag, quote_s, sample_s,
                             setup_s, fleet)  # fmt: skip
+            result["server"] = server
             if check:
                 from bench.fleet_check import check_nothing_lost
 
@@ -494,16 +521,18 @@ def main() -> None:
     parser.add_argument("--sample-s", type=int, default=10)
     parser.add_argument("--swtpm", type=int, default=2)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--server", default=DEFAULT_SERVER, help="wsgiN or asgiN: N workers")
     args = parser.parse_args()
     for gpus in (int(g) for g in args.gpus.split(",")):
         result = run_level(gpus, args.seconds, args.warm_s, args.quote_s, args.sample_s,
-                           args.swtpm, args.check)  # fmt: skip
+                           args.swtpm, args.check, args.server)  # fmt: skip
         print(json.dumps(result, indent=1), flush=True)
         print_table(result)
 
 
 def print_table(r: dict[str, Any]) -> None:
-    print(f"\n{r['gpus']} GPUs ({r['nodes']} nodes), {r['window_s']} s measured, "
+    print(f"\n{r['gpus']} GPUs ({r['nodes']} nodes, server {r['server']}), "
+          f"{r['window_s']} s measured, "
           f"quotes {r['quotes_per_s']}/s of {r['quotes_due_per_s']}/s due")  # fmt: skip
     print(f"{'process':22} {'cores':>7} {'CPU s per GPU-hour':>20}")
     for name, cores in r["cores"].items():

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 from chaincode_client.interface import EndorsementError, LedgerClient
 from ledger import canonical
 
 NO_POLICY = "governance.no_policy"  # the contract's refusal when (kind, key) has none
+NO_PROPOSAL = "governance.no_proposal"  # ... when a proposal id names none
+# A proposal committed on the proposer's peer reaches the approver's peer a block later
+# (milliseconds; seconds when that peer is catching up): the approver waits this long for it.
+PROPOSAL_WAIT_S = 30.0
+PROPOSAL_POLL_S = 0.25
 
 
 class ProposalMismatch(ValueError):
@@ -62,11 +68,32 @@ def propose(
     return dict(json.loads(proposer.submit("ProposePolicy", json.dumps(request)).payload))
 
 
-def approve(approver: LedgerClient, proposal_id: str, reviewed_digest: str) -> dict[str, Any]:
+def proposal_when_seen(
+    client: LedgerClient, proposal_id: str, wait_s: float = PROPOSAL_WAIT_S
+) -> dict[str, Any]:
+    """`proposal` once `client`'s peer has the block that recorded it, waiting up to `wait_s`;
+    then the contract's [governance.no_proposal] refusal, as it stands."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return proposal(client, proposal_id)
+        except EndorsementError as exc:
+            if exc.reason != NO_PROPOSAL or time.monotonic() >= deadline:
+                raise
+        time.sleep(PROPOSAL_POLL_S)
+
+
+def approve(
+    approver: LedgerClient,
+    proposal_id: str,
+    reviewed_digest: str,
+    wait_s: float = PROPOSAL_WAIT_S,
+) -> dict[str, Any]:
     """Approve proposal `proposal_id` if it holds the document whose digest the approver
     reviewed; returns the policy record now in force. Raises ProposalMismatch (nothing
-    written) when it holds another document or was already decided by someone else."""
-    open_proposal = proposal(approver, proposal_id)
+    written) when it holds another document or was already decided by someone else. A
+    proposal the approver's peer has not yet received is waited for, up to `wait_s`."""
+    open_proposal = proposal_when_seen(approver, proposal_id, wait_s)
     found = document_digest(open_proposal["document"])
     if found != reviewed_digest.strip().lower():
         raise ProposalMismatch(

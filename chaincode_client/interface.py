@@ -121,8 +121,9 @@ class LedgerClient(Protocol):
         ...
 
     def sign(self, message: bytes) -> bytes:
-        """ECDSA-SHA256 (DER) by this client's identity, the transactions' creator: how a
-        registrar signs an AK certificate the contract checks against that creator."""
+        """ECDSA-SHA256 (DER) by this client's identity, the transactions' creator (an
+        AK certificate signed so counts for nothing: registrars have keys of their own,
+        attest.registrar)."""
         ...
 
     def close(self) -> None: ...

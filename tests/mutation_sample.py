@@ -6,11 +6,15 @@ and the fast tests that must kill every one of its mutants, in a copy of the tre
 `[tool.mutmut]` names only those. Any mutant that survives (or that mutmut could not decide)
 fails the run, with the command that shows it.
 
-    python -m tests.mutation_sample
+    python -m tests.mutation_sample [--keep DIR]
+
+`--keep DIR` runs in DIR (made, or emptied) and leaves it there: `cd DIR && mutmut show NAME`
+shows a survivor.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -26,6 +30,7 @@ MUTMUT = Path(sys.executable).with_name("mutmut")
 SAMPLE = {
     "ledger/audit/validity.py": ["tests/adversary/test_validity_chain.py"],
     "ledger/audit/bill_whole.py": ["tests/adversary/test_bill_whole.py"],
+    "ledger/contract/args.py": ["tests/ledger/test_contract_args_edges.py"],
 }
 NOT_COPIED = (".git", ".venv", "var", "mutants", "node_modules", ".mypy_cache", ".ruff_cache")
 RESULT_RE = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
@@ -61,12 +66,16 @@ def results(workdir: Path) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in map(RESULT_RE.match, out.splitlines()) if m}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
+    keep = parser.parse_args(argv).keep
     modules = list(SAMPLE)
     tests = sorted({t for ts in SAMPLE.values() for t in ts})
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="wattlease-mutation-") as tmp:
-        workdir = Path(tmp) / "tree"
+        workdir = keep.resolve() if keep else Path(tmp) / "tree"
+        shutil.rmtree(workdir, ignore_errors=True)
         shutil.copytree(ROOT, workdir, ignore=shutil.ignore_patterns(*NOT_COPIED))
         pyproject = workdir / "pyproject.toml"
         pyproject.write_text(sample_config(pyproject.read_text(), modules, tests))
@@ -89,7 +98,9 @@ def main() -> int:
         print("mutmut produced no mutant: the sample's configuration is wrong")
         return 1
     for name, status in sorted(alive.items()):
-        print(f"  {status}: {name} (see it: `make mutation MUTANTS='{name}'`, then mutmut show)")
+        print(f"  {status}: {name}")
+    if alive:
+        print("see one: python -m tests.mutation_sample --keep DIR; cd DIR; mutmut show NAME")
     return 1 if alive else 0
 
 

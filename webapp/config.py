@@ -172,3 +172,23 @@ def env_networks(name: str, default: str) -> tuple[IPv4Network | IPv6Network, ..
                 f"{name}: {part!r} is not an IP address or network (e.g. 10.0.0.0/8)"
             ) from None
     return tuple(networks)
+
+
+def registrar_urls(raw: str) -> dict[str, str]:
+    """REGISTRARS: "MSP=URL,MSP=URL" -> {MSP id: URL}."""
+    urls: dict[str, str] = {}
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        org, sep, url = item.partition("=")
+        if not sep or not org or not url.startswith(("http://", "https://")) or org in urls:
+            raise ImproperlyConfigured(
+                f"REGISTRARS: {item!r} is not MSP_ID=http(s)://host:port (once per organisation)"
+            )
+        urls[org] = url
+    return urls
+
+
+def registrars_setting(urls: dict[str, str]) -> str:
+    """The REGISTRARS value naming `urls` ({MSP id: URL}), as registrar_urls reads it."""
+    return ",".join(f"{org}={url}" for org, url in urls.items())

@@ -18,6 +18,7 @@ from webapp.config import (
     env_rate,
     env_str,
     redis_url,
+    registrar_urls,
     secret_key,
 )
 
@@ -262,6 +263,10 @@ if PRODUCTION and not DASHBOARD_LOGIN_REQUIRED:
 # PEM files (roots and intermediates) that EK certificates must chain to. The demo puts its
 # swtpm CA here; production points it at the TPM vendors' EK CAs.
 TPM_EK_CA_DIR = Path(env_str("TPM_EK_CA_DIR", str(DATA_DIR / "tpm" / "ek-ca")))
+# Each organisation's registrar (`python -m attest registrar serve`, docs/operations.md,
+# "Registrars"): "Org1MSP=http://host:port,Org2MSP=http://host:port". Enrolment relays the
+# node's credential round to every one; the ledger wants an AK certificate from each.
+REGISTRARS = registrar_urls(env_str("REGISTRARS", ""))
 
 # The organisation (MSP id) this deployment submits as, and the channel's organisations
 # (only used when the embedded ledger file is created: they go into its genesis block).

@@ -76,7 +76,8 @@ def enrol(
     alg: str = AK_ECC,
     inventory: list[dict[str, str]] | None = None,
 ) -> AkKey:
-    """Create an AK, prove it shares a TPM with the EK, and quote over the GPU inventory
+    """Create an AK, prove it shares a TPM with the EK (to the server and to each
+    organisation's registrar, whose challenges the server relays), and quote over the GPU inventory
     (`inventory`: {uuid, name, serial} per GPU; default: what NVML reports on this host)
     with its digest as qualifying data, so the ledger records the GPUs this node reported."""
     gpus = read_nvml_inventory() if inventory is None else inventory
@@ -90,11 +91,31 @@ def enrol(
         base64.b64decode(challenge["credential_blob"]),
         base64.b64decode(challenge["secret"]),
     )
+    # every organisation's registrar's own round (docs/operations.md, "Registrars")
+    registrar_answers = [
+        {
+            "org": sent["org"],
+            "challenge_id": sent["challenge_id"],
+            "answer": _b64(
+                agent.activate(
+                    request.ak,
+                    base64.b64decode(sent["credential_blob"]),
+                    base64.b64decode(sent["secret"]),
+                )
+            ),
+        }
+        for sent in challenge.get("registrar_challenges", [])
+    ]
     digest = inventory_digest(challenge["node_id"], gpus)
     evidence = agent.quote(request.ak, digest, challenge["selection"])
     api.post(
         "enrol/activate/",
-        {"answer": _b64(answer), "inventory": gpus, "enrolment_quote": _evidence(evidence)},
+        {
+            "answer": _b64(answer),
+            "registrar_answers": registrar_answers,
+            "inventory": gpus,
+            "enrolment_quote": _evidence(evidence),
+        },
     )
     return request.ak
 

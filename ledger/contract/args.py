@@ -11,7 +11,7 @@ import base64
 import binascii
 import json
 import re
-from typing import Any, cast
+from typing import Any
 
 from attest.errors import PolicyError
 from attest.policy import DEFAULT_BANK, LEDGER_BANKS, PcrPolicy, pcr_index
@@ -80,37 +80,45 @@ def identifier(obj: dict[str, Any], field: str) -> str:
     return value
 
 
-def integer(obj: dict[str, Any], field: str, low: int = 0, high: int = MAX_INT) -> int:
+def integer(obj: dict[str, Any], field: str, low: int, high: int) -> int:
     value = obj.get(field)
     if type(value) is not int or not low <= value <= high:
         raise ArgumentError(f"{field}: must be an integer in [{low}, {high}], got {_short(value)}")
     return value
 
 
+def b64_length(size: int) -> int:
+    """Characters of the padded base64 of `size` bytes."""
+    return 4 * -(-size // 3)
+
+
 def b64bytes(obj: dict[str, Any], field: str, max_bytes: int = MAX_B64_BYTES) -> bytes:
     value = obj.get(field)
-    if not isinstance(value, str) or len(value) > (max_bytes * 4) // 3 + 4:
-        raise ArgumentError(f"{field}: must be base64 of at most {max_bytes} bytes")
+    if not isinstance(value, str) or len(value) > b64_length(max_bytes):  # before decoding
+        raise ArgumentError(
+            f"{field}: must be base64 of at most {max_bytes} bytes "
+            f"({b64_length(max_bytes)} characters), got {_short(value)}"
+        )
     try:
         decoded = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         raise ArgumentError(f"{field}: not valid base64: {_short(value)}") from None
-    if not decoded:
-        raise ArgumentError(f"{field}: must not be empty")
+    if not decoded or len(decoded) > max_bytes:
+        raise ArgumentError(f"{field}: must be 1-{max_bytes} bytes, got {len(decoded)}")
     return decoded
 
 
-def hexbytes(obj: dict[str, Any], field: str, low: int = 1, high: int = 64) -> bytes:
+def hexbytes(obj: dict[str, Any], field: str, low: int, high: int) -> bytes:
     value = obj.get(field)
-    if (
-        not isinstance(value, str)
-        or not HEX_RE.fullmatch(value)
-        or not (low <= len(value) // 2 <= high)
-    ):
-        raise ArgumentError(
-            f"{field}: must be lower-case hex of {low}-{high} bytes, got {_short(value)}"
-        )
-    return bytes.fromhex(value)
+    wrong = ArgumentError(
+        f"{field}: must be lower-case hex of {low}-{high} bytes, got {_short(value)}"
+    )
+    if not isinstance(value, str) or not HEX_RE.fullmatch(value):
+        raise wrong
+    decoded = bytes.fromhex(value)
+    if not low <= len(decoded) <= high:
+        raise wrong
+    return decoded
 
 
 def id_list(obj: dict[str, Any], field: str, min_items: int = 1) -> list[str]:
@@ -160,9 +168,12 @@ def pcr_policy(obj: dict[str, Any], field: str = "pcr_policy") -> dict[str, Any]
     except PolicyError as exc:
         raise ArgumentError(f"{field}.pcrs: {exc}") from None
     golden: dict[str, str] = {}
-    for index, digest in cast(dict, pcrs)[DEFAULT_BANK].items():  # for_ledger accepted it
-        name = f"{field}.pcrs.{DEFAULT_BANK}[{index}]"
-        hexbytes({name: digest}, name, 32, 32)  # the ledger's canonical form: lower-case hex
+    for index, digest in value["pcrs"][DEFAULT_BANK].items():  # for_ledger accepted its shape
+        if not HEX_RE.fullmatch(digest):  # for_ledger took its size; the ledger's form:
+            raise ArgumentError(  # lower-case hex, no 0x
+                f"{field}.pcrs.{DEFAULT_BANK}[{index}]: must be lower-case hex without 0x, "
+                f"got {_short(digest)}"
+            )
         golden[index] = digest
     policy: dict[str, Any] = {
         "pcrs": {DEFAULT_BANK: dict(sorted(golden.items(), key=lambda kv: int(kv[0])))},

@@ -1,20 +1,25 @@
 """EK binding on the ledger: a node's AK is accepted only as a key of a TPM whose EK chains to
 an EK root both organisations approved (governance kind "ek_roots"), vouched for by the
-registering organisation's registrar after credential activation.
+registrar of every organisation (governance kind "registrars"), each after a credential
+activation of its own.
 
 RegisterNode's `ek_binding`:
 
     {"ek_public": b64 TPM2B_PUBLIC, "ek_certificate": b64 DER or PEM,
      "ek_intermediates": [b64 ...] (optional),
-     "ak_certificate": {"node_id", "ak_name": hex, "ek_name": hex, "activated_ns": int},
-     "registrar_signature": b64 DER ECDSA-SHA256 over the canonical JSON of ak_certificate}
+     "ak_certificates": {MSP id: {"ak_certificate": {"org", "node_id", "ak_name": hex,
+                                                     "ek_name": hex, "activated_ns": int},
+                                  "signature": b64 DER ECDSA-SHA256}}}
 
-The registrar is the transaction's creator: a channel identity of the node's organisation,
-whose certificate the endorsing peer's MSP has checked; its signature says that TPM2_
-ActivateCredential proved this AK (by name) lives in the TPM of this EK. Every endorser checks
-the EK chain to an approved root, the EK's attributes, the AK's restricted-signing attributes,
-the names, the node id and the signature. Once the channel has approved EK roots, a node
-without a binding (a self-made key with no activation) is refused.
+Each AK certificate is what that organisation's registrar (attest.registrar, a service the
+organisation runs) signs once TPM2_ActivateCredential proved this AK (by name) lives in the
+TPM of this EK; its signature is checked against the registrar key both organisations approved
+for that organisation, never against a channel identity: the transaction's creator adds
+nothing. Every organisation named in the approved registrars policy, and the node's own, must
+have certified the same node, AK and EK. Every endorser checks the EK chain to an approved
+root, the EK's attributes, the AK's restricted-signing attributes, the names, the node id and
+each signature. Once the channel has approved EK roots, a node without a binding (a self-made
+key with no activation) is refused.
 
 With the binding comes `enrolment_quote`: the AK's quote over the node's GPU inventory (NVML
 uuid, product name, serial; attest.inventory). The registered GPUs must be the reported ones,
@@ -28,15 +33,10 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
-from collections.abc import Callable
 from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
 
-from ledger.canonical import dumps
 from ledger.contract import args as args
 from ledger.contract import governance, terms
 from ledger.contract import quote as attestation
@@ -44,24 +44,8 @@ from ledger.contract.state import ContractError
 from ledger.units import NS_PER_S
 
 EK_ROOTS_KEY = governance.DEFAULT_KEY
-ECDSA_SHA256 = ec.ECDSA(hashes.SHA256())
+REGISTRARS_KEY = governance.DEFAULT_KEY
 MAX_INTERMEDIATES = 4
-AK_CERTIFICATE_FIELDS = ("node_id", "ak_name", "ek_name", "activated_ns")
-
-
-def ak_certificate(node_id: str, ak_name: bytes, ek_name: bytes, activated_ns: int) -> dict:
-    """The statement a registrar signs once ActivateCredential has succeeded."""
-    return {
-        "node_id": node_id,
-        "ak_name": ak_name.hex(),
-        "ek_name": ek_name.hex(),
-        "activated_ns": activated_ns,
-    }
-
-
-def sign_ak_certificate(certificate: dict, sign: Callable[[bytes], bytes]) -> str:
-    """The registrar's signature (`sign`: ECDSA-SHA256, DER) over the canonical JSON."""
-    return base64.b64encode(sign(dumps(certificate))).decode()
 
 
 def _refuse(code: str, detail: str) -> ContractError:
@@ -90,20 +74,14 @@ async def check(
         raise _refuse(
             "no_ek_binding",
             f"node {node_id}: this channel registers only AKs bound to a certified EK "
-            "(ek_binding: EK certificate chain and the registrar's AK certificate after "
-            "credential activation); a self-made key proves nothing",
+            "(ek_binding: EK certificate chain and every organisation registrar's AK certificate "
+            "after its credential activation); a self-made key proves nothing",
         )
     if not isinstance(binding, dict):
         raise args.ArgumentError("ek_binding: must be an object")
     ek_name, ak_name = _check_tpm_keys(binding, roots, ak_public, now_ns)
-    cert = _ak_certificate_of(binding)
-    for field, want in (("node_id", node_id), ("ak_name", ak_name), ("ek_name", ek_name)):
-        if cert[field] != want:
-            raise _refuse(
-                f"{field}_mismatch",
-                f"ak_certificate.{field} is {cert[field]!r}, the registration's is {want!r}",
-            )
-    registrar = _check_registrar(ctx, cert, binding)
+    named = {"node_id": node_id, "ak_name": ak_name, "ek_name": ek_name}
+    registrars = await _check_registrars(ctx, binding, named, args.identifier(req, "org"))
     inventory = check_inventory(req, node_id, ak_public, gpus, policy)
     mismatched = terms.reported_generation_mismatches(await terms.rate_card(stub), gpus, inventory)
     if mismatched:
@@ -114,8 +92,7 @@ async def check(
         )
     return {
         "ek_name": ek_name,
-        "registrar": registrar,
-        "activated_ns": cert["activated_ns"],
+        "registrars": registrars,
         "inventory": inventory,
     }
 
@@ -222,31 +199,96 @@ def _check_tpm_keys(
     return ek.name().hex(), ak.name().hex()
 
 
-def _ak_certificate_of(binding: dict[str, Any]) -> dict[str, Any]:
-    cert = binding.get("ak_certificate")
-    if not isinstance(cert, dict) or sorted(cert) != sorted(AK_CERTIFICATE_FIELDS):
-        raise args.ArgumentError(
-            f"ek_binding.ak_certificate: must be an object of {', '.join(AK_CERTIFICATE_FIELDS)}"
-        )
-    args.integer(cert, "activated_ns", 0, 2**63 - 1)  # ns since the epoch
-    return cert
+async def _check_registrars(
+    ctx: Any, binding: dict[str, Any], named: dict[str, str], org: str
+) -> dict[str, int]:
+    """{MSP id: activated_ns} once every required registrar certified this node's AK and EK:
+    those of the approved registrars policy and the node's own organisation's."""
+    from attest.registrar import RegistrarError, load_registrar_key, same_key, signed_by
 
-
-def _check_registrar(ctx: Any, cert: dict[str, Any], binding: dict[str, Any]) -> str:
-    """The creator signed the AK certificate: the registrar is a channel identity."""
-    signature = args.b64bytes(binding, "registrar_signature", 256)
-    creator = x509.load_pem_x509_certificate(ctx.get_client_identity().get_x509())
-    key = creator.public_key()
-    if not isinstance(key, ec.EllipticCurvePublicKey):
-        raise _refuse("registrar_signature", "the registrar's key is not an EC key")
-    try:
-        key.verify(signature, dumps(cert), ECDSA_SHA256)
-    except InvalidSignature:
+    policy = await governance.approved_policy(
+        ctx.get_stub(), governance.REGISTRARS_KIND, REGISTRARS_KEY
+    )
+    if policy is None:
         raise _refuse(
-            "registrar_signature",
-            "ak_certificate is not signed by this transaction's creator (the registrar)",
-        ) from None
-    return creator.subject.rfc4514_string()
+            "no_registrars",
+            "the channel has approved no registrar keys (governance kind registrars): no AK "
+            "certificate can be checked",
+        )
+    keys: dict[str, str] = policy["keys"]
+    if org not in keys:
+        raise _refuse(
+            "registrar_missing", f"{org}, the node's organisation, has no approved registrar"
+        )
+    certificates = binding.get("ak_certificates")
+    if not isinstance(certificates, dict) or len(certificates) > governance.MAX_REGISTRARS:
+        raise args.ArgumentError(
+            "ek_binding.ak_certificates: must be an object {MSP id: {ak_certificate, signature}}"
+        )
+    unknown = sorted(set(certificates) - set(keys))
+    if unknown:
+        raise _refuse(
+            "registrar_unknown",
+            f"ak_certificates of {unknown[0]!r}: not an organisation with an approved registrar",
+        )
+    missing = sorted(set(keys) - set(certificates))
+    if missing:
+        raise _refuse(
+            "registrar_missing",
+            f"no AK certificate from the registrar of {', '.join(missing)}: every organisation's "
+            "registrar certifies a node after its own credential activation",
+        )
+    creator = x509.load_pem_x509_certificate(ctx.get_client_identity().get_x509()).public_key()
+    activated: dict[str, int] = {}
+    for mspid in sorted(keys):
+        statement, signature = _ak_certificate_of(certificates[mspid], mspid)
+        if statement["org"] != mspid:
+            raise _refuse(
+                "registrar_org_mismatch",
+                f"ak_certificates.{mspid} is a certificate of {statement['org']!r}",
+            )
+        for field, want in named.items():
+            if statement[field] != want:
+                raise _refuse(
+                    f"{field}_mismatch",
+                    f"ak_certificates.{mspid}.{field} is {statement[field]!r}, the "
+                    f"registration's is {want!r}",
+                )
+        try:
+            key = load_registrar_key(keys[mspid])
+        except RegistrarError as exc:  # approved through governance's own check: unreachable
+            raise _refuse("registrar_signature", str(exc)) from None
+        if same_key(creator, key):
+            raise _refuse(
+                "registrar_is_creator",
+                f"{mspid}'s registrar key is this transaction's creator's: a registrar is never a "
+                "channel identity",
+            )
+        if not signed_by(key, statement, signature):
+            raise _refuse(
+                "registrar_signature",
+                f"ak_certificates.{mspid} is not signed by {mspid}'s approved registrar key",
+            )
+        activated[mspid] = statement["activated_ns"]
+    return activated
+
+
+def _ak_certificate_of(entry: object, mspid: str) -> tuple[dict[str, Any], bytes]:
+    from attest.registrar import MAX_SIGNATURE_BYTES, STATEMENT_FIELDS
+
+    where = f"ek_binding.ak_certificates.{mspid}"
+    if not isinstance(entry, dict) or sorted(entry) != ["ak_certificate", "signature"]:
+        raise args.ArgumentError(f"{where}: must be an object of ak_certificate, signature")
+    statement = entry["ak_certificate"]
+    if not isinstance(statement, dict) or sorted(statement) != list(STATEMENT_FIELDS):
+        raise args.ArgumentError(
+            f"{where}.ak_certificate: must be an object of {', '.join(STATEMENT_FIELDS)}"
+        )
+    for field in ("org", "node_id", "ak_name", "ek_name"):
+        if not isinstance(statement[field], str):
+            raise args.ArgumentError(f"{where}.ak_certificate.{field}: must be a string")
+    args.integer(statement, "activated_ns", 0, 2**63 - 1)  # ns since the epoch
+    return statement, args.b64bytes(entry, "signature", MAX_SIGNATURE_BYTES)
 
 
 def _b64_list(binding: dict[str, Any], field: str) -> list[bytes]:

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,21 @@ def test_admins_decide_through_the_command_with_their_fabric_settings(fabric_net
     assert shown["document"] == document
     assert (shown["proposed_by"]["mspid"], shown["approved_by"]["mspid"]) == (ORG1, ORG2)
     assert "CN=Admin@" in shown["approved_by"]["subject"]  # cryptogen's admin, from its env
+
+
+def test_an_approver_waits_for_a_proposal_its_peer_has_not_seen_then_names_the_refusal(
+    ledger_env,
+):  # type: ignore[no-untyped-def]
+    """A proposal reaches the approver's peer a block after the proposer's: `approve` asks
+    again until `wait_s`, then the contract's own refusal stands."""
+    from chaincode_client.interface import EndorsementError
+
+    approver = ledger_env.admin(ORG2)
+    started = time.monotonic()
+    with pytest.raises(EndorsementError) as info:
+        governance.approve(approver, "no-such-proposal", "00" * 32, wait_s=1.0)
+    assert info.value.reason == governance.NO_PROPOSAL
+    assert time.monotonic() - started >= 1.0
+    with pytest.raises(EndorsementError):  # any other refusal is not waited for
+        governance.proposal_when_seen(approver, "", wait_s=30.0)
+    assert time.monotonic() - started < 10

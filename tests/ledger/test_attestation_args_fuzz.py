@@ -74,3 +74,33 @@ def test_inventory_fields_with_nul_or_lone_surrogates_are_refused():
         inventory_digest("n1", [{"uuid": "GPU-a", "name": "x", "serial": "1\x002"}])
     with pytest.raises(ValueError, match="name: not valid Unicode"):
         inventory_digest("n1", [{"uuid": "GPU-a", "name": "\ud800", "serial": ""}])
+
+
+statements = (
+    st.fixed_dictionaries(
+        {
+            "ak_certificate": st.dictionaries(
+                st.sampled_from(["org", "node_id", "ak_name", "ek_name", "activated_ns", "x"]),
+                json_values,
+                max_size=6,
+            )
+            | json_values,
+            "signature": json_values,
+        }
+    )
+    | json_values
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(statements)
+def test_ak_certificates_parse_or_raise_argument_error(entry):
+    """One organisation's entry of ek_binding.ak_certificates (its registrar's statement and
+    signature): an ArgumentError naming the field, or the statement and signature bytes."""
+    try:
+        statement, signature = ek_binding._ak_certificate_of(entry, "Org1MSP")
+    except args.ArgumentError as exc:
+        assert "ek_binding.ak_certificates.Org1MSP" in str(exc) or "signature" in str(exc)
+        return
+    assert isinstance(signature, bytes) and type(statement["activated_ns"]) is int
+    assert all(isinstance(statement[f], str) for f in ("org", "node_id", "ak_name", "ek_name"))

@@ -112,9 +112,9 @@ def test_load_object_never_raises_anything_but_argument_error(text):
 def test_validators_raise_only_argument_error(value):
     checks = [
         lambda o: args.identifier(o, "f"),
-        lambda o: args.integer(o, "f"),
+        lambda o: args.integer(o, "f", 0, args.MAX_INT),
         lambda o: args.b64bytes(o, "f"),
-        lambda o: args.hexbytes(o, "f"),
+        lambda o: args.hexbytes(o, "f", 1, 64),
         lambda o: args.id_list(o, "f"),
         lambda o: args.gpu_inventory(o, "f"),
         lambda o: args.pcr_policy(o, "f"),

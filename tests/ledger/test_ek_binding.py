@@ -1,20 +1,20 @@
-"""EK binding on the ledger: once both organisations have approved the EK roots, a node's AK
-is registered only with an EK chain to them and the registrar's AK certificate, made after a
-real credential activation. On every ledger backend; each refusal names its reason."""
+"""EK binding on the ledger: once both organisations have approved the EK roots and their
+registrar keys, a node's AK is registered only with an EK chain to those roots and an AK
+certificate from the registrar of every organisation, each made after a real credential
+activation of its own. On every ledger backend; each refusal names its reason."""
 
 from __future__ import annotations
 
 import base64
 import json
-import time
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
 
-from attest.enrol import finish_enrolment, start_enrolment
 from attest.inventory import inventory_digest
+from attest.registrar import ChallengeRequest, Registrar
 from chaincode_client.interface import EndorsementError
-from ledger.contract.ek_binding import ak_certificate, sign_ak_certificate
 from ledger.contract.terms import DEPLOYED
 from tests.ledger.conftest import ORG1, ORG2, LedgerEnv, NodeTpm
 from tests.ledger.helpers import (
@@ -27,34 +27,73 @@ from tests.ledger.helpers import (
 )
 from tests.ledger.test_governance import _ca_pem, admin, approve, propose
 
+Registrars = dict[str, Registrar]
+
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def approve_ek_roots(env: LedgerEnv, pems: list[str]) -> None:
-    proposal = propose(admin(env, ORG1), "ek_roots", {"certificates": pems}, key="default")
-    approve(admin(env, ORG2), proposal["proposal_id"])
-
-
-def enrolment(
-    client, tpm: NodeTpm, node_id: str, ak_index: int, gpus: list[tuple[str, str]]
-) -> dict:
-    """What the registrar does: check the EK chain, MakeCredential for the AK's name, check
-    the TPM's ActivateCredential answer, sign the AK certificate; and what the agent sends
-    with it: a quote over its GPU inventory (NVML names and serials; made up here, as this
-    machine has no GPU)."""
-    agent = tpm.agent
-    ek_public, ek_cert = agent.ek_public(), agent.ek_certificate()
+def new_registrars(
+    tpm: NodeTpm,
+    orgs: tuple[str, ...] = (ORG1, ORG2),
+    key: ec.EllipticCurvePrivateKey | None = None,
+) -> Registrars:
+    """Each organisation's registrar: a fresh P-256 key of its own (or `key`), trusting the
+    swtpm EK CA."""
     certs = [x509.load_pem_x509_certificate(p.encode()) for p in tpm.ek_ca_pems]
     roots = [c for c in certs if c.issuer == c.subject]
     others = [c for c in certs if c.issuer != c.subject]
+    return {
+        org: Registrar(org, key or ec.generate_private_key(ec.SECP256R1()), roots, others)
+        for org in orgs
+    }
+
+
+def approve_registrars(env: LedgerEnv, registrars: Registrars) -> None:
+    keys = {org: r.public_key_b64 for org, r in registrars.items()}
+    proposal = propose(admin(env, ORG1), "registrars", {"keys": keys}, key="default")
+    approve(admin(env, ORG2), proposal["proposal_id"])
+
+
+def approve_ek_roots(env: LedgerEnv, tpm: NodeTpm, pems: list[str] | None = None) -> Registrars:
+    """Both organisations approve the EK roots (`pems`, default the swtpm CA's) and the keys
+    of two new registrars, one per organisation; returns the registrars."""
+    proposal = propose(
+        admin(env, ORG1), "ek_roots", {"certificates": pems or tpm.ek_ca_pems}, key="default"
+    )
+    approve(admin(env, ORG2), proposal["proposal_id"])
+    registrars = new_registrars(tpm)
+    approve_registrars(env, registrars)
+    return registrars
+
+
+def certify(registrar: Registrar, tpm: NodeTpm, node_id: str, ak_index: int) -> dict:
+    """One registrar's round with the node's TPM: the EK chain, MakeCredential for the AK's
+    name, the TPM's ActivateCredential answer; the signed AK certificate."""
+    agent = tpm.agent
     ak = tpm.aks[ak_index]
-    challenge, result = start_enrolment(ek_public, ek_cert, ak.public, roots, others)
-    assert challenge is not None, result.reasons
-    answer = agent.activate(ak, challenge.credential_blob, challenge.secret)
-    assert finish_enrolment(challenge, answer).ok
-    cert = ak_certificate(node_id, challenge.ak_name, challenge.ek_name, time.time_ns())
+    request = ChallengeRequest(node_id, agent.ek_public(), agent.ek_certificate(), (), ak.public)
+    sent = registrar.challenge(request)
+    answer = agent.activate(
+        ak, base64.b64decode(sent["credential_blob"]), base64.b64decode(sent["secret"])
+    )
+    signed = registrar.activate(sent["challenge_id"], answer)
+    return {"ak_certificate": signed["ak_certificate"], "signature": signed["signature"]}
+
+
+def enrolment(
+    registrars: Registrars,
+    tpm: NodeTpm,
+    node_id: str,
+    ak_index: int,
+    gpus: list[tuple[str, str]],
+) -> dict:
+    """What each organisation's registrar does (`certify`), and what the agent sends with it:
+    a quote over its GPU inventory (NVML names and serials; made up here, as this machine has
+    no GPU)."""
+    agent = tpm.agent
+    ak = tpm.aks[ak_index]
     inventory = [
         {"uuid": uuid, "name": nvml_name(generation), "serial": f"132{i:07d}"}
         for i, (uuid, generation) in enumerate(gpus)
@@ -62,10 +101,11 @@ def enrolment(
     evidence = agent.quote(ak, inventory_digest(node_id, inventory), "sha256:0,2,7")
     return {
         "ek_binding": {
-            "ek_public": b64(ek_public),
-            "ek_certificate": b64(ek_cert),
-            "ak_certificate": cert,
-            "registrar_signature": sign_ak_certificate(cert, client.sign),
+            "ek_public": b64(agent.ek_public()),
+            "ek_certificate": b64(agent.ek_certificate()),
+            "ak_certificates": {
+                org: certify(r, tpm, node_id, ak_index) for org, r in registrars.items()
+            },
         },
         "enrolment_quote": {
             "quote": b64(evidence.quote),
@@ -79,13 +119,15 @@ def enrolment(
 
 
 def test_honest_node_is_registered_attested_and_leased(ledger_env, node_tpm, boot_policy):
-    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    registrars = approve_ek_roots(ledger_env, node_tpm)
     client = ledger_env.clients[ORG1]
-    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    enrolled = enrolment(registrars, node_tpm, "n1", 0, [("GPU-a", H100)])
     node = register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
-    binding = enrolled["ek_binding"]
-    assert node["ek_binding"]["ek_name"] == binding["ak_certificate"]["ek_name"]
-    assert "OU=client" in node["ek_binding"]["registrar"]
+    certificates = enrolled["ek_binding"]["ak_certificates"]
+    assert node["ek_binding"]["ek_name"] == certificates[ORG2]["ak_certificate"]["ek_name"]
+    assert node["ek_binding"]["registrars"] == {
+        org: c["ak_certificate"]["activated_ns"] for org, c in certificates.items()
+    }
     assert node["ek_binding"]["inventory"] == enrolled["enrolment_quote"]["inventory"]
     att = attest(client, node_tpm, "n1", 0)
     assert att["valid"] is True
@@ -94,7 +136,7 @@ def test_honest_node_is_registered_attested_and_leased(ledger_env, node_tpm, boo
 
 
 def test_software_key_without_activation_is_refused(ledger_env, node_tpm, boot_policy):
-    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    registrars = approve_ek_roots(ledger_env, node_tpm)
     request = {
         "node_id": "n1",
         "org": ORG1,
@@ -106,40 +148,30 @@ def test_software_key_without_activation_is_refused(ledger_env, node_tpm, boot_p
     with pytest.raises(EndorsementError, match=r"\[enrol\.no_ek_binding\] node n1"):
         client.submit("RegisterNode", json.dumps(request))
     # a genuine TPM's binding does not carry a software key: the AK names differ
-    request.update(enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)]))
+    request.update(enrolment(registrars, node_tpm, "n1", 0, [("GPU-a", H100)]))
     with pytest.raises(EndorsementError, match=r"\[enrol\.ak_name_mismatch\]"):
         client.submit("RegisterNode", json.dumps(request))
 
 
-def test_binding_must_be_signed_by_the_registering_registrar(ledger_env, node_tpm, boot_policy):
-    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
-    other = ledger_env.new_client(ORG1)  # another identity signed the AK certificate
-    enrolled = enrolment(other, node_tpm, "n1", 0, [("GPU-a", H100)])
-    with pytest.raises(EndorsementError, match=r"\[enrol\.registrar_signature\]"):
-        register_node(
-            ledger_env.clients[ORG1], node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled
-        )
-
-
 def test_binding_for_another_node_is_refused(ledger_env, node_tpm, boot_policy):
-    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    registrars = approve_ek_roots(ledger_env, node_tpm)
     client = ledger_env.clients[ORG1]
-    enrolled = enrolment(client, node_tpm, "n7", 0, [("GPU-a", H100)])
+    enrolled = enrolment(registrars, node_tpm, "n7", 0, [("GPU-a", H100)])
     with pytest.raises(EndorsementError, match=r"\[enrol\.node_id_mismatch\]"):
         register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
 
 
 def test_ek_from_a_ca_the_channel_did_not_approve_is_refused(ledger_env, node_tpm, boot_policy):
-    approve_ek_roots(ledger_env, [_ca_pem()])  # some other manufacturer's root
+    registrars = approve_ek_roots(ledger_env, node_tpm, [_ca_pem()])  # another maker's root
     client = ledger_env.clients[ORG1]
-    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    enrolled = enrolment(registrars, node_tpm, "n1", 0, [("GPU-a", H100)])
     with pytest.raises(EndorsementError, match=r"\[enrol\.ek_cert_untrusted\]"):
         register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
 
 
 def test_without_approved_ek_roots_a_binding_cannot_be_checked(ledger_env, node_tpm, boot_policy):
     client = ledger_env.clients[ORG1]
-    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    enrolled = enrolment(new_registrars(node_tpm), node_tpm, "n1", 0, [("GPU-a", H100)])
     with pytest.raises(EndorsementError, match=r"\[enrol\.no_ek_roots\]"):
         register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], enrolment=enrolled)
     # before the channel approves EK roots, registration is as it was (ek_binding null)
@@ -155,9 +187,9 @@ def nvml_name(generation: str) -> str:
 def test_gpus_the_node_did_not_report_are_refused(ledger_env, node_tpm, boot_policy):
     """An A100 node registered as H100, or with a GPU it does not have: the inventory the AK
     signed is not what the registration claims."""
-    approve_ek_roots(ledger_env, node_tpm.ek_ca_pems)
+    registrars = approve_ek_roots(ledger_env, node_tpm)
     client = ledger_env.clients[ORG1]
-    enrolled = enrolment(client, node_tpm, "n1", 0, [("GPU-a", A100)])
+    enrolled = enrolment(registrars, node_tpm, "n1", 0, [("GPU-a", A100)])
     # the node's own, honestly quoted inventory says A100: registering it as H100 is refused
     with pytest.raises(
         EndorsementError,

@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from attest.agent.http import AgentApi, attest_once, enrol
 from attest.agent.tpm import AK_ECC, Agent, AkKey
+from attest.registrar_service import run_registrars
 from attest.swtpm import LocalCA, start_node_tpm
 from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import Attestation
@@ -134,7 +135,10 @@ def trusted_ca(settings, tmp_path, ca):
     shutil.copy(ca.root_cert_file, directory / "root.pem")
     shutil.copy(ca.issuer_cert_file, directory / "issuer.pem")
     settings.TPM_EK_CA_DIR = directory
-    return directory
+    # each organisation's registrar, trusting the same CA (the demo runs both the same way)
+    settings.REGISTRARS, stop = run_registrars(settings.LEDGER_ORGS, directory, tmp_path / "reg")
+    yield directory
+    stop()
 
 
 @pytest.fixture

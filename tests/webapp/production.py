@@ -23,12 +23,15 @@ from typing import Any
 import pytest
 
 from attest.agent.tpm import Agent
+from attest.registrar_service import run_registrars
 from tests.services import _wait_for_port, free_port, temporary_postgres, temporary_redis
+from webapp.config import registrars_setting
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 DEADLINE_S = 120.0
 HTTP_TIMEOUT_S = 30.0  # a busy shared machine can be slow to answer
+LEDGER_ORGS = ("Org1MSP", "Org2MSP")  # the settings' default channel
 WORKERS = ("lease_worker", "ledger_relay", "attestation_watch")
 
 
@@ -127,6 +130,9 @@ def deployment(tmp: Path, tpm, ca, **settings: str) -> Iterator[Deployment]:
     with ExitStack() as stack:
         database_url = stack.enter_context(temporary_postgres())
         redis_url = stack.enter_context(temporary_redis())
+        # each organisation's registrar (docs/operations.md, "Registrars"), run by the test
+        registrars, stop_registrars = run_registrars(LEDGER_ORGS, ek_ca, tmp / "registrars")
+        stack.callback(stop_registrars)
         inherited = {
             k: v
             for k, v in os.environ.items()
@@ -145,6 +151,7 @@ def deployment(tmp: Path, tpm, ca, **settings: str) -> Iterator[Deployment]:
             "WATTLEASE_DATA_DIR": str(tmp / "data"),
             "LEDGER_PATH": str(tmp / "ledger.sqlite3"),
             "TPM_EK_CA_DIR": str(ek_ca),
+            "REGISTRARS": registrars_setting(registrars),
             "LEASE_WORKER_INTERVAL_S": "1",
             "ATTESTATION_INTERVAL_S": "3",
             "AGENT_RATE_PER_NODE": "120/min",

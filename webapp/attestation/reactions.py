@@ -1,6 +1,6 @@
 """What the attestation app asks of the outbox relay (registered in AttestationConfig.ready):
-swap the attestation ids a row refers to for their ledger ids, have the relay's identity sign
-a registration's AK certificate as registrar, and note the ledger tx of a recorded verdict,
+swap the attestation ids a row refers to for their ledger ids, and note the ledger tx of a
+recorded verdict,
 whose valid/invalid the ledger's endorsers decided (it stands where this server's differed)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from webapp.attestation.actions import challenge_issued, note_ledger_id, take_le
 from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.outbox import hooks
 from webapp.outbox.models import OutboxEntry
-from webapp.outbox.records import ATTESTATION_REFS, sign_registration
+from webapp.outbox.records import ATTESTATION_REFS
 
 ACTOR = "ledger-relay"
 
@@ -71,6 +71,5 @@ def challenge_committed(entry: OutboxEntry, receipt: Receipt) -> None:
 def register() -> None:
     hooks.on_prepare(resolve_attestation_refs)
     hooks.on_prepare(wait_for_attested_batches)
-    hooks.on_sign("RegisterNode", sign_registration)
     hooks.on_committed("IssueChallenge", challenge_committed)
     hooks.on_committed("RecordAttestation", attestation_recorded)

@@ -27,6 +27,7 @@ from attest.agent.tpm import Agent, AkKey
 from attest.clock import is_power_loss
 from attest.policy import DEFAULT_SELECTION
 from attest.readings import row_text
+from attest.registrar_service import run_registrars
 from attest.swtpm import DEMO_DA_PARAMETERS, LocalCA, Swtpm, start_node_tpm
 from scheduler.telemetry.sample import CSV_FIELDS
 from webapp.attestation import actions as attestation_actions
@@ -72,13 +73,14 @@ class DemoAgents:
         self.server = server
         self.interval_s = interval_s
         self.tpms: dict[str, Swtpm] = {}
+        self.stop_registrars = lambda: None
         self.threads: list[threading.Thread] = []
         self.stop_event = threading.Event()
         self.say = print
 
     def prepare(self, nodes: list[Node], policy: PcrPolicy, progress=print) -> None:
-        """Start the swtpms, trust their EK CA (TPM_EK_CA_DIR) and record the golden values
-        from the first node."""
+        """Start the swtpms, trust their EK CA (TPM_EK_CA_DIR), start both organisations'
+        registrars (REGISTRARS) and record the golden values from the first node."""
         self.say = progress
         ca = LocalCA(self.root / "ca")
         for node in nodes:
@@ -96,6 +98,13 @@ class DemoAgents:
         ca_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy(ca.root_cert_file, ca_dir / "demo-swtpm-root.pem")
         shutil.copy(ca.issuer_cert_file, ca_dir / "demo-swtpm-issuer.pem")
+        # the demo plays both organisations, so it runs both registrars (their keys are kept
+        # under the demo's folder: the keys approved on the ledger stay valid on a restart)
+        progress("  starting each organisation's registrar…")
+        urls, self.stop_registrars = run_registrars(
+            settings.LEDGER_ORGS, ca_dir, self.root / "registrars"
+        )
+        settings.REGISTRARS = urls
         self._record_golden_values(policy, nodes[0])
 
     def launch(self, nodes: list[Node]) -> None:
@@ -210,6 +219,7 @@ class DemoAgents:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         for tpm in self.tpms.values():
             tpm.stop()
+        self.stop_registrars()
 
 
 def read_counters(node: str, after_ms: int) -> tuple[str, int]:

@@ -1,6 +1,7 @@
 """The demo's two organisations decide its policies on the ledger, as their admins would:
-the EK roots (the swtpm's EK CA, made at run time) and the PCR policy are proposed by one
-organisation's admin and approved by the other's, two transactions by two identities.
+the EK roots (the swtpm's EK CA, made at run time), the registrar keys and the PCR policy are
+proposed by one organisation's admin and approved by the other's, two transactions by two
+identities.
 
 Demo (and test) only: in a real deployment each organisation's admin holds its own key and
 submits from its own machine (chaincode_client.governance.decide with one admin client
@@ -16,9 +17,11 @@ from typing import Any
 from cryptography.hazmat.primitives.serialization import Encoding
 from django.conf import settings
 
+from attest.registrar_service import RegistrarClient
 from chaincode_client.governance import decide
 from chaincode_client.interface import LedgerClient
-from ledger.contract.ek_binding import EK_ROOTS_KEY
+from ledger.contract.ek_binding import EK_ROOTS_KEY, REGISTRARS_KEY
+from ledger.contract.governance import REGISTRARS_KIND
 from webapp.attestation.actions import load_ca_certificates
 from webapp.fleet.models import PcrPolicy
 from webapp.outbox.ledger import ledger_client
@@ -62,8 +65,14 @@ def admin_clients(network: Any = None) -> Iterator[list[LedgerClient]]:
 
 def approve_fleet_policies(clients: list[LedgerClient], policy: PcrPolicy) -> None:
     """The EK CAs this deployment trusts (TPM_EK_CA_DIR: the demo's swtpm CA) as the
-    channel's EK roots, and the fleet's PCR policy."""
+    channel's EK roots, each organisation's registrar key (REGISTRARS), and the fleet's PCR
+    policy."""
     pems = [cert.public_bytes(Encoding.PEM).decode() for cert in load_ca_certificates()]
     proposer, approver = clients[0], clients[1]
     decide(proposer, approver, "ek_roots", EK_ROOTS_KEY, {"certificates": pems})
+    if settings.REGISTRARS:  # each organisation's registrar key, as its registrar states it
+        keys = {
+            org: RegistrarClient(org, url).public_key() for org, url in settings.REGISTRARS.items()
+        }
+        decide(proposer, approver, REGISTRARS_KIND, REGISTRARS_KEY, {"keys": keys})
     decide(proposer, approver, "pcr_policy", pcr_policy_id(policy), pcr_policy_document(policy))

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.utils.text import slugify
 
 from ledger.contract import bill_line
-from ledger.contract.ek_binding import ak_certificate, sign_ak_certificate
 from webapp.outbox.models import OutboxEntry
 
 # args key holding the Django ids of the attestations a lease relies on; the attestation
@@ -54,17 +52,14 @@ def node_registered(
     *,
     ek_public: bytes,
     ek_certificate: bytes,
-    activated_ns: int,
+    ak_certificates: dict[str, dict[str, Any]],
     inventory: list[dict[str, str]],
     enrolment_quote: dict[str, Any],
 ) -> OutboxEntry:
     """RegisterNode after a successful credential activation: the AK, the EK binding (EK
-    and its certificate, the AK certificate the relay's identity signs as registrar just
-    before sending: see `sign_registration`), the node's quote over its GPU inventory and the
-    PCR policy both organisations approved."""
-    certificate = ak_certificate(
-        node.name, bytes.fromhex(node.ak_name), bytes.fromhex(node.ek_name), activated_ns
-    )
+    and its certificate, the AK certificate of every organisation's registrar, each signed
+    after its own activation round: ledger.contract.ek_binding), the node's quote over its
+    GPU inventory and the PCR policy both organisations approved."""
     return enqueue(
         f"node:{node.name}:ak:{node.ak_name}",
         "RegisterNode",
@@ -80,19 +75,11 @@ def node_registered(
             "ek_binding": {
                 "ek_public": _b64(ek_public),
                 "ek_certificate": _b64(ek_certificate),
-                "ak_certificate": certificate,
+                "ak_certificates": ak_certificates,
             },
             "enrolment_quote": {**enrolment_quote, "inventory": inventory},
         },
     )
-
-
-def sign_registration(args: dict[str, Any], sign: Callable[[bytes], bytes]) -> dict[str, Any]:
-    """The registrar's signature over the AK certificate, by the identity that submits the
-    RegisterNode (the contract compares it with the transaction's creator)."""
-    binding = dict(args["ek_binding"])
-    binding["registrar_signature"] = sign_ak_certificate(binding["ak_certificate"], sign)
-    return {**args, "ek_binding": binding}
 
 
 def challenge_requested(node) -> OutboxEntry:

@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from cryptography import x509
+from django.conf import settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -103,6 +103,70 @@ def test_wrong_credential_answer_is_refused(fleet, agent, api):
     assert not Node.objects.get(pk=fleet.node.pk).ak_public
 
 
+def test_each_registrars_round_must_be_answered_by_the_tpm(fleet, agent, api):
+    """An enrolment that answers the server's challenge but not a registrar's, or answers a
+    registrar's wrongly, is refused before anything goes to the ledger."""
+    request = agent.enrol(AK_ECC)
+    b64 = base64.b64encode
+
+    def activate(challenge: dict) -> str:
+        blob, secret = (base64.b64decode(challenge[k]) for k in ("credential_blob", "secret"))
+        return b64(agent.activate(request.ak, blob, secret)).decode()
+
+    def round_trip(answers_for) -> dict:
+        sent = api.post(
+            "enrol/",
+            {
+                "ek_public": b64(request.ek_public).decode(),
+                "ek_certificate": b64(request.ek_certificate).decode(),
+                "ak_public": b64(request.ak.public).decode(),
+            },
+        )
+        orgs = sorted(c["org"] for c in sent["registrar_challenges"])
+        assert orgs == sorted(settings.LEDGER_ORGS)
+        inventory = simulated_inventory(fleet.node)
+        evidence = agent.quote(request.ak, inventory_digest(fleet.node.name, inventory))
+        body = {
+            "answer": activate(sent),
+            "inventory": inventory,
+            "enrolment_quote": evidence_of(evidence),
+            "registrar_answers": answers_for(sent["registrar_challenges"]),
+        }
+        with pytest.raises(AgentApiError) as refused:
+            api.post("enrol/activate/", body)
+        return refused.value.body["reasons"][0]
+
+    def first_only(challenges):
+        return [{"org": c["org"], "challenge_id": c["challenge_id"], "answer": activate(c)}
+                for c in challenges[:1]]  # fmt: skip
+
+    def second_wrong(challenges):
+        wrong = {**first_only(challenges[1:])[0], "answer": b64(b"\0" * 32).decode()}
+        return [*first_only(challenges), wrong]
+
+    assert round_trip(first_only)["code"] == "registrar_missing"
+    reason = round_trip(second_wrong)
+    assert reason["code"] == "registrar_credential_mismatch", reason
+    assert not OutboxEntry.objects.filter(function="RegisterNode").exists()
+    assert not Node.objects.get(pk=fleet.node.pk).ak_public
+
+
+def test_an_unreachable_registrar_refuses_the_enrolment_with_its_name(fleet, agent, api, settings):
+    settings.REGISTRARS = {**settings.REGISTRARS, "Org2MSP": "http://127.0.0.1:9"}  # discard port
+    request = agent.enrol(AK_ECC)
+    with pytest.raises(AgentApiError) as refused:
+        api.post(
+            "enrol/",
+            {
+                "ek_public": base64.b64encode(request.ek_public).decode(),
+                "ek_certificate": base64.b64encode(request.ek_certificate).decode(),
+                "ak_public": base64.b64encode(request.ak.public).decode(),
+            },
+        )
+    [reason] = refused.value.body["reasons"]
+    assert reason["code"] == "registrar_unavailable" and "Org2MSP" in reason["detail"]
+
+
 def evidence_of(evidence) -> dict:
     return {
         "quote": base64.b64encode(evidence.quote).decode(),
@@ -114,18 +178,21 @@ def evidence_of(evidence) -> dict:
 
 
 def test_registration_carries_the_ek_binding_and_the_inventory_quote(fleet, agent, api, ledger):
-    """RegisterNode reaches the ledger with the EK chain, the AK certificate the relay's
-    identity signed as registrar, the node's quote over its GPUs and the approved policy."""
+    """RegisterNode reaches the ledger with the EK chain, the AK certificate of each
+    organisation's registrar (each after its own round with the TPM), the node's quote over
+    its GPUs and the approved policy."""
     ak = enrol_node(agent, api)
     row = OutboxEntry.objects.get(function="RegisterNode")
     assert row.args["pcr_policy_id"] == "test-policy" and "pcr_policy" not in row.args
-    assert "registrar_signature" not in row.args["ek_binding"]  # signed by the sender
+    certificates = row.args["ek_binding"]["ak_certificates"]
+    assert sorted(certificates) == sorted(settings.LEDGER_ORGS)
     assert relay_once(ledger) == {"done": 1}, OutboxEntry.objects.values("last_error")
     node = json.loads(ledger.evaluate("GetNode", json.dumps({"node_id": fleet.node.name})))
     binding = node["ek_binding"]
     assert binding["ek_name"] == Node.objects.get(pk=fleet.node.pk).ek_name
-    registrar = x509.load_pem_x509_certificate(ledger.identity.cert_pem)
-    assert binding["registrar"] == registrar.subject.rfc4514_string()
+    assert binding["registrars"] == {
+        org: c["ak_certificate"]["activated_ns"] for org, c in certificates.items()
+    }
     assert binding["inventory"] == sorted(simulated_inventory(fleet.node), key=lambda g: g["uuid"])
     assert node["pcr_policy_id"] == "test-policy"
     assert attest_once(agent, api, ak)["valid"]

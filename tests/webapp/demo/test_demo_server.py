@@ -125,8 +125,8 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
 
 def wait_for_the_fleet_on_the_ledger(database: Path) -> None:
     """Every node enrolled through the ledger's EK binding (the ledger accepted each
-    RegisterNode: EK chain to the roots both organisations approved, the registrar's AK
-    certificate, the inventory quote, the approved PCR policy); the tampered node goes red,
+    RegisterNode: EK chain to the roots both organisations approved, both registrars' AK
+    certificates, the inventory quote, the approved PCR policy); the tampered node goes red,
     the others stay green."""
     deadline = time.monotonic() + FLEET_ON_LEDGER_TIMEOUT_S
     while time.monotonic() < deadline:

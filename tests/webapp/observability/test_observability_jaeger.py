@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from attest.agent.http import AgentApi, enrol
+from attest.registrar_service import run_registrars
 from tests.services import free_port
 from tests.webapp.observability.binaries import get_json, require, stop, wait_until
+from webapp.config import registrars_setting
 from webapp.observability.binaries import JAEGER
 from webapp.observability.relay_watch import SPAN_PREFIX
 
@@ -172,11 +174,23 @@ def traces_with(query: str, service: str, operation: str) -> list[dict]:
     return get_json(f"{query}/api/traces?{params}").get("data") or []
 
 
+@pytest.fixture
+def registrars(tmp_path, ca) -> Iterator[str]:
+    """Both organisations' registrars (REGISTRARS), trusting the swtpm's EK CA."""
+    ek_ca = tmp_path / "registrar-ek-ca"
+    ek_ca.mkdir()
+    shutil.copy(ca.root_cert_file, ek_ca / "root.pem")
+    shutil.copy(ca.issuer_cert_file, ek_ca / "issuer.pem")
+    urls, stop_registrars = run_registrars(("Org1MSP", "Org2MSP"), ek_ca, tmp_path / "reg")
+    yield registrars_setting(urls)
+    stop_registrars()
+
+
 def test_a_relayed_ledger_submit_is_a_child_of_the_request_that_queued_it(
-    tmp_path, jaeger, ca, agent
+    tmp_path, jaeger, ca, agent, registrars
 ):
     service = f"wattlease-test-{secrets.token_hex(4)}"
-    env = server_env(tmp_path, ca, jaeger.otlp, service)
+    env = {**server_env(tmp_path, ca, jaeger.otlp, service), "REGISTRARS": registrars}
     golden = {str(i): v.hex() for i, v in agent.read_pcrs("sha256:0,2,7")["sha256"].items()}
     run([sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], env)
     issued = json.loads(run([sys.executable, "-c", SETUP, json.dumps(golden)], env))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,8 @@ from attest.errors import PolicyError
 from attest.inventory import inventory_digest
 from attest.pcrfile import PcrValues
 from attest.policy import PcrPolicy
+from attest.registrar import RegistrarError
+from attest.registrar_service import RegistrarClient, RegistrarUnavailable
 from attest.verdict import SEVERITY_ERROR
 from attest.verifier import verify_quote
 from ledger.contract.terms import reported_generation_mismatches
@@ -35,6 +36,7 @@ from webapp.outbox.records import (
 )
 
 MAX_CA_FILES = 64
+REGISTRAR_CHALLENGE = ("challenge_id", "credential_blob", "secret")
 
 
 class EnrolmentRefused(Exception):
@@ -83,6 +85,71 @@ def _policy_gaps(node: Node) -> list[dict[str, str]]:
 class CredentialChallenge:
     credential_blob: bytes
     secret: bytes
+    # each organisation's registrar's own round: {org, challenge_id, credential_blob, secret}
+    registrar_challenges: list[dict[str, str]]
+
+
+def _registrars() -> list[RegistrarClient]:
+    return [RegistrarClient(org, url) for org, url in settings.REGISTRARS.items()]
+
+
+def _registrar_refusal(org: str, exc: Exception) -> dict[str, str]:
+    if isinstance(exc, RegistrarError):
+        return {"code": f"registrar_{exc.code}", "detail": f"{org}'s registrar: {exc}"}
+    return {"code": "registrar_unavailable", "detail": str(exc)}
+
+
+def _registrar_challenges(node: Node, body: dict[str, str]) -> list[dict[str, str]]:
+    """Relay the node's EK, certificate and AK to every organisation's registrar, which runs
+    its own MakeCredential (docs/operations.md, "Registrars")."""
+    sent = []
+    for registrar in _registrars():
+        try:
+            answer = registrar.challenge({"node_id": node.name, **body})
+        except (RegistrarError, RegistrarUnavailable) as exc:
+            raise EnrolmentRefused([_registrar_refusal(registrar.org, exc)]) from None
+        sent.append({"org": registrar.org, **{k: answer[k] for k in REGISTRAR_CHALLENGE}})
+    return sent
+
+
+def _registrar_certificates(answers: list[dict]) -> tuple[dict[str, dict], list[dict]]:
+    """Each registrar's signed AK certificate for the TPM's answer to its own challenge;
+    (certificates by organisation, refusals)."""
+    given = {a["org"]: a for a in answers}
+    certificates: dict[str, dict] = {}
+    for registrar in _registrars():
+        answer = given.get(registrar.org)
+        if answer is None:
+            return {}, [
+                {"code": "registrar_missing", "detail": f"no answer to {registrar.org}'s challenge"}
+            ]
+        try:
+            signed = registrar.activate(
+                answer["challenge_id"], base64.b64encode(answer["answer"]).decode()
+            )
+        except (RegistrarError, RegistrarUnavailable) as exc:
+            return {}, [_registrar_refusal(registrar.org, exc)]
+        certificates[registrar.org] = {
+            "ak_certificate": signed["ak_certificate"],
+            "signature": signed["signature"],
+        }
+    return certificates, []
+
+
+def _certificate_refusals(node: Node, session: EnrolmentSession, certificates: dict) -> list:
+    """The registrars certified this node's AK and EK (the ledger checks the same)."""
+    want = {"node_id": node.name, "ak_name": session.ak_name, "ek_name": session.ek_name}
+    for org, certificate in certificates.items():
+        statement = certificate["ak_certificate"]
+        wrong = [f for f, v in want.items() if statement.get(f) != v]
+        if wrong or statement.get("org") != org:
+            return [
+                {
+                    "code": "registrar_mismatch",
+                    "detail": f"{org}'s registrar certified another {', '.join(wrong) or 'org'}",
+                }
+            ]
+    return []
 
 
 def start_enrolment(
@@ -102,6 +169,16 @@ def start_enrolment(
         reasons = [r.to_dict() for r in result.reasons]
         audit(actor, "node.enrolment_refused", node, reasons=reasons)
         raise EnrolmentRefused(reasons)
+    relayed = {
+        "ek_public": base64.b64encode(ek_public).decode(),
+        "ek_certificate": base64.b64encode(ek_certificate or b"").decode(),
+        "ak_public": base64.b64encode(ak_public).decode(),
+    }
+    try:
+        registrar_challenges = _registrar_challenges(node, relayed)
+    except EnrolmentRefused as refused:
+        audit(actor, "node.enrolment_refused", node, reasons=refused.reasons)
+        raise
     with transaction.atomic():
         EnrolmentSession.objects.update_or_create(
             node=node,
@@ -115,7 +192,7 @@ def start_enrolment(
             },
         )
         audit(actor, "node.enrolment_started", node, ak_name=challenge.ak_name.hex())
-    return CredentialChallenge(challenge.credential_blob, challenge.secret)
+    return CredentialChallenge(challenge.credential_blob, challenge.secret, registrar_challenges)
 
 
 @dataclass(frozen=True)
@@ -174,11 +251,17 @@ def _inventory_refusals(node: Node, ak_public: bytes, reported: InventoryQuote) 
 
 
 def finish_enrolment(
-    node: Node, *, answer: bytes, enrolment_quote: InventoryQuote, actor: str
+    node: Node,
+    *,
+    answer: bytes,
+    enrolment_quote: InventoryQuote,
+    actor: str,
+    registrar_answers: list[dict] | None = None,
 ) -> Node:
-    """Check the ActivateCredential answer and the quote over the node's GPU inventory, then
-    register the node on the ledger with its EK binding."""
-    refused: list[dict] = []
+    """Check the ActivateCredential answer and the quote over the node's GPU inventory, get
+    each registrar's AK certificate for the TPM's answer to its own challenge, then register
+    the node on the ledger with its EK binding."""
+    certificates, registrar_refused = _registrar_certificates(registrar_answers or [])
     with transaction.atomic():
         session = EnrolmentSession.objects.select_for_update().filter(node=node).first()
         if session is None:
@@ -194,18 +277,28 @@ def finish_enrolment(
                     }
                 ]
             else:
-                refused = _inventory_refusals(node, bytes(session.ak_public), enrolment_quote)
+                refused = (
+                    _inventory_refusals(node, bytes(session.ak_public), enrolment_quote)
+                    or registrar_refused
+                    or _certificate_refusals(node, session, certificates)
+                )
         if refused:
             audit(actor, "node.enrolment_refused", node, reasons=refused)
         else:
-            _register(node, session, enrolment_quote, actor)
+            _register(node, session, enrolment_quote, certificates, actor)
     if refused:  # raised after the commit, so the refusal and its reason are on record
         raise EnrolmentRefused(refused)
     node.refresh_from_db()
     return node
 
 
-def _register(node: Node, session: EnrolmentSession, reported: InventoryQuote, actor: str) -> None:
+def _register(
+    node: Node,
+    session: EnrolmentSession,
+    reported: InventoryQuote,
+    certificates: dict[str, dict],
+    actor: str,
+) -> None:
     node.ak_public = bytes(session.ak_public)
     node.ak_name = session.ak_name
     node.ek_name = session.ek_name
@@ -218,7 +311,7 @@ def _register(node: Node, session: EnrolmentSession, reported: InventoryQuote, a
         node,
         ek_public=bytes(session.ek_public),
         ek_certificate=bytes(session.ek_certificate),
-        activated_ns=time.time_ns(),
+        ak_certificates=certificates,
         inventory=reported.inventory,
         enrolment_quote=reported.evidence(),
     )

@@ -9,6 +9,7 @@ import re
 from rest_framework import serializers
 
 from attest.inventory import MAX_FIELD_CHARS
+from ledger.contract.governance import MAX_REGISTRARS
 from webapp.attestation.telemetry import MAX_TELEMETRY_CHARS
 
 MAX_PUBLIC_BYTES = 1024  # a TPM2B_PUBLIC for RSA-2048 is ~ 300 bytes
@@ -91,10 +92,22 @@ class GpuSerializer(serializers.Serializer):
     )
 
 
+class RegistrarAnswerSerializer(serializers.Serializer):
+    """The TPM's ActivateCredential answer to one organisation's registrar's challenge."""
+
+    org = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    challenge_id = serializers.RegexField(r"^[0-9a-f]{32}$")
+    answer = Base64Field(max_bytes=MAX_ANSWER_BYTES)
+
+
 class ActivateSerializer(serializers.Serializer):
-    """The ActivateCredential answer and the quote over the node's GPU inventory."""
+    """The ActivateCredential answers (this server's challenge, each registrar's) and the
+    quote over the node's GPU inventory."""
 
     answer = Base64Field(max_bytes=MAX_ANSWER_BYTES)
+    registrar_answers = RegistrarAnswerSerializer(
+        many=True, required=False, max_length=MAX_REGISTRARS
+    )
     inventory = GpuSerializer(many=True, allow_empty=False, max_length=MAX_GPUS)
     enrolment_quote = PcrEvidenceSerializer()
 

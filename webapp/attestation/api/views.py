@@ -64,6 +64,8 @@ class EnrolView(AgentView):
             {
                 "credential_blob": b64(challenge.credential_blob),
                 "secret": b64(challenge.secret),
+                # every organisation's registrar's own round, for the TPM to answer too
+                "registrar_challenges": challenge.registrar_challenges,
                 # what the enrolment quote covers: the inventory digest names the node, and
                 # the quote selects the policy's PCRs
                 "node_id": node.name,
@@ -85,7 +87,11 @@ class ActivateView(AgentView):
             pcr_values=evidence["pcr_values"],
         )
         node = actions.finish_enrolment(
-            node, answer=data["answer"], enrolment_quote=reported, actor=actor
+            node,
+            answer=data["answer"],
+            enrolment_quote=reported,
+            actor=actor,
+            registrar_answers=[dict(a) for a in data.get("registrar_answers", [])],
         )
         return Response({"node": node.name, "ak_name": node.ak_name, "status": node.status})
 
