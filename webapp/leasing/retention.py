@@ -11,6 +11,8 @@ from growing without bound, and what it never drops.
   Batches no line cites are deleted with their day: nothing can cite them any more.
 - Hourly rollups (fleet.GpuHour and fleet.PoolHour, what the dashboards' longer views read)
   are kept TELEMETRY_ROLLUP_RETENTION_DAYS.
+- The quote protocol's outbox rows (IssueChallenge, RecordAttestation) are kept
+  OUTBOX_PROTOCOL_RETENTION_DAYS after they were committed (webapp.outbox.actions.prune_done).
 - Partitions are created TELEMETRY_PARTITIONS_AHEAD_DAYS ahead (the store also creates a
   missing one before inserting, so a late run never refuses a reading).
 """
@@ -19,21 +21,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 
 from ledger.contract import bill_line
-from ledger.units import MS_PER_DAY, ms_of
+from ledger.units import MS_PER_DAY, MS_PER_S, ms_of
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import stored_rows
 from webapp.fleet.models import GpuHour, PoolHour
 from webapp.fleet.partitions import day_start_ms, drop_day, ensure_days, stored_days
 from webapp.leasing import states
 from webapp.leasing.models import Lease, Settlement
+from webapp.outbox import actions as outbox_actions
 
 CHUNK = 2_000  # batches read back and written per query
+RETENTION_ACTOR = "worker:telemetry_retention"
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class Retained:
     evidence_kept: int  # batches whose rows were copied to their evidence
     batches_deleted: int
     hours_deleted: int
+    outbox_pruned: int
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -79,7 +85,13 @@ def apply_retention(now_ms: int | None = None) -> Retained:
     rollup_cutoff = today - settings.TELEMETRY_ROLLUP_RETENTION_DAYS * MS_PER_DAY
     hours, _ = GpuHour.objects.filter(hour_ms__lt=rollup_cutoff).delete()
     PoolHour.objects.filter(hour_ms__lt=rollup_cutoff).delete()
-    return Retained(len(created), len(dropping), len(old) - len(dropping), kept, deleted, hours)
+    protocol_cutoff = now_ms - settings.OUTBOX_PROTOCOL_RETENTION_DAYS * MS_PER_DAY
+    pruned = outbox_actions.prune_done(
+        datetime.fromtimestamp(protocol_cutoff / MS_PER_S, tz=UTC), actor=RETENTION_ACTOR
+    )
+    return Retained(
+        len(created), len(dropping), len(old) - len(dropping), kept, deleted, hours, pruned
+    )
 
 
 def keep_cited(oldest_ms: int, limit_ms: int) -> tuple[int, int]:

@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
+import subprocess
+import sys
 import threading
 import time
 from decimal import Decimal
@@ -38,6 +41,8 @@ from webapp.outbox.relay import relay_once
 pytestmark = pytest.mark.fabric
 ACTOR = "test"
 RECEIPT_WAIT_S = 30
+REGISTRAR = [sys.executable, "-m", "attest", "registrar"]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +54,44 @@ def split(tmp_path_factory):
         seconds = network.up()
         print(f"bring-up from empty hosts: {seconds:.1f}s; " + "; ".join(network.log))
         yield network
+
+
+@pytest.fixture
+def trusted_ca(settings, tmp_path, ca, split):
+    """conftest's, but each organisation's registrar runs as the service it is
+    (`python -m attest registrar serve`) on its own host: its key made and kept in that
+    host's folder, listening on the host's address. The web app, Org1's on Org1's host,
+    reaches Org2's registrar across the network, as in a deployment."""
+    directory = tmp_path / "ek-ca"
+    directory.mkdir()
+    shutil.copy(ca.root_cert_file, directory / "root.pem")
+    shutil.copy(ca.issuer_cert_file, directory / "issuer.pem")
+    settings.TPM_EK_CA_DIR = directory
+    urls, services = {}, []
+    try:
+        for org in ORGS:
+            home = split.root(org) / "hosts" / org / "registrar"
+            shutil.copytree(directory, home / "ek-roots", dirs_exist_ok=True)
+            key = home / "registrar.pem"
+            if not key.exists():
+                made = split.hosts.run(org, [*REGISTRAR, "keygen", "--out", str(key)], cwd=REPO)
+                assert made.returncode == 0, made.stderr
+            service = subprocess.Popen(
+                ["ip", "netns", "exec", split.hosts.namespaces[org], *REGISTRAR, "serve",
+                 "--org", org, "--key", str(key), "--ek-roots", str(home / "ek-roots"),
+                 "--listen", f"{split.hosts.addresses[org]}:0"],
+                cwd=REPO, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            services.append(service)
+            listening = json.loads(service.stdout.readline() or "{}").get("listening", "")
+            assert listening.startswith("http://"), f"{org}'s registrar did not start"
+            urls[org] = "http://" + split.forward(ORGS[0], listening.removeprefix("http://"))
+        settings.REGISTRARS = urls
+        yield directory
+    finally:
+        for service in services:
+            service.terminate()
+            service.wait(timeout=10)
 
 
 @pytest.fixture

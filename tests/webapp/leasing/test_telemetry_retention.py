@@ -5,19 +5,23 @@ re-derives the line from them after their day is gone."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 from django.db import connection
+from django.utils import timezone
 
 from attest import readings
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.webapp.helpers import drawn
 from tests.webapp.leases import active, placed, settled_from_readings
 from webapp.attestation.models import TelemetryBatch
+from webapp.core.models import AuditEvent
 from webapp.fleet.models import GpuHour, TelemetrySample
 from webapp.fleet.partitions import MS_PER_DAY, day_start_ms, partition_name, partitioned
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions
 from webapp.leasing.retention import apply_retention
+from webapp.outbox.models import OutboxEntry
 
 
 def now_ms() -> int:
@@ -99,3 +103,35 @@ def test_the_coming_days_have_their_partitions_before_readings_arrive(db, settin
         return
     assert made == 3 and all(partition_exists(today + n * MS_PER_DAY) for n in range(3))
     assert apply_retention(now_ms=today).days_created == 0
+
+
+def test_the_quote_protocols_outbox_rows_are_pruned_after_their_retention_and_nothing_else(
+    db, settings
+):
+    settings.OUTBOX_PROTOCOL_RETENTION_DAYS = 7
+    now = timezone.now()
+    old, recent = now - timedelta(days=8), now - timedelta(days=6)
+
+    def row(key: str, function: str, status: str, done) -> OutboxEntry:
+        entry = OutboxEntry.objects.create(
+            business_key=key, function=function, args={}, status=status
+        )
+        OutboxEntry.objects.filter(pk=entry.pk).update(done=done)
+        return entry
+
+    pruned = [
+        row("c-old", "IssueChallenge", OutboxEntry.DONE, old),
+        row("q-old", "RecordAttestation", OutboxEntry.DONE, old),
+    ]
+    kept = [
+        row("q-recent", "RecordAttestation", OutboxEntry.DONE, recent),
+        row("q-refused", "RecordAttestation", OutboxEntry.REJECTED, old),
+        row("q-pending", "RecordAttestation", OutboxEntry.PENDING, None),
+        row("lease-old", "CreateLease", OutboxEntry.DONE, old),  # a lease's story stays
+        row("settle-old", "Settle", OutboxEntry.DONE, old),
+    ]
+    assert apply_retention(now_ms=int(now.timestamp() * 1000)).outbox_pruned == len(pruned)
+    assert set(OutboxEntry.objects.values_list("pk", flat=True)) == {e.pk for e in kept}
+    event = AuditEvent.objects.get(action="outbox.pruned")
+    assert event.data["rows"] == len(pruned) and event.actor == "worker:telemetry_retention"
+    assert apply_retention(now_ms=int(now.timestamp() * 1000)).outbox_pruned == 0
