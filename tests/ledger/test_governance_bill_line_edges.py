@@ -166,3 +166,12 @@ def test_each_field_has_one_stored_name_and_the_row_round_trips():
     row = type("Row", (), bill_line.to_stored(figures))()
     assert bill_line.from_stored(row) == figures
     assert "measured_energy_mj" in bill_line.to_stored(figures)
+
+
+def test_a_line_may_measure_no_energy_and_cites_a_32_byte_digest():
+    assert bill_line._energy_mj({"m": 0}, "m") == 0  # GPUs idle or unpowered for the line
+    assert bill_line._digest({"d": "ab" * 32}, "d") == "ab" * 32
+    for wrong in ("ab" * 31, "ab" * 33):
+        assert refused(bill_line._digest, {"d": wrong}, "d").startswith(
+            "[args.invalid] d: must be lower-case hex of 32-32 bytes"
+        )
