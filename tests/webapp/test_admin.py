@@ -24,6 +24,8 @@ INTERNAL = {"EnrolmentSession", "Nonce"}  # short-lived protocol state, not for 
 # readings: millions of rows a day keyed by (GPU, instant), which the admin cannot list;
 # the dashboards and the hourly rollups' admin page show them
 INTERNAL |= {"TelemetrySample"}
+# the pool rollups' watermark (webapp/fleet/rollups.py): one row of bookkeeping
+INTERNAL |= {"RolledUp"}
 
 
 @pytest.fixture

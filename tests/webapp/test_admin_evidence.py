@@ -27,6 +27,7 @@ READ_ONLY = [
     "attestation.TelemetryBatch",
     "leasing.Settlement",
     "fleet.GpuHour",
+    "fleet.PoolHour",
 ]
 NOT_DELETED = [*READ_ONLY, "leasing.Lease", "outbox.OutboxEntry", "fleet.Generation"]
 

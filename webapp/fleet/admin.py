@@ -8,7 +8,7 @@ from chaincode_client.governance import document_digest
 from chaincode_client.interface import LedgerError
 from webapp.core.admin import DeletesThroughAction, Evidence
 from webapp.fleet import actions, rate_card
-from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, Site
+from webapp.fleet.models import GPU, Generation, GpuHour, PcrPolicy, PoolHour, Site
 from webapp.outbox.ledger import approved_policy
 from webapp.outbox.records import pcr_policy_document, pcr_policy_id
 
@@ -174,3 +174,12 @@ class GpuHourAdmin(Evidence, admin.ModelAdmin):
     list_filter = ("gpu__node",)
     search_fields = ("gpu__uuid",)
     readonly_fields = [f.name for f in GpuHour._meta.fields]
+
+
+@admin.register(PoolHour)
+class PoolHourAdmin(Evidence, admin.ModelAdmin):
+    """Hourly rollups per pool (site x generation), kept by webapp.fleet.rollups: read only."""
+
+    list_display = ("hour_ms", "site", "generation", "gpus", "samples", "util_sum", "temp_max")
+    list_filter = ("site", "generation")
+    readonly_fields = [f.name for f in PoolHour._meta.fields]
