@@ -47,6 +47,7 @@ import psycopg  # noqa: E402
 
 from attest import readings as telemetry  # noqa: E402
 from attest.agent.http import AgentApi, attest_once, enrol  # noqa: E402
+from bench import web_bench  # noqa: E402
 from bench.proc_cpu import machine_busy_s, process_cpu_s  # noqa: E402
 from bench.software_node import SoftwareEkCa, SoftwareTpm, golden  # noqa: E402
 from tests.services import (  # noqa: E402
@@ -70,10 +71,6 @@ READY_S = 300.0  # gunicorn boots in minutes on a loaded shared machine
 IDLE_W = 60
 AGENT_RATE_PER_NODE_MIN = 600  # requests a node may send per minute (production: 30)
 DEFAULT_SERVER = "wsgi3"  # docs/operations.md: sync workers, cores + 1, on 2 cores
-SERVER_KINDS = {
-    "wsgi": ("sync", "webapp.wsgi:application"),
-    "asgi": ("asgi", "webapp.asgi:application"),
-}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -236,7 +233,7 @@ def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int, la
                 process.kill()
 
     stack.callback(stop_all)
-    server = start("server", server_command(layout, port))
+    server = start("server", web_bench.command(layout, port))  # the layouts web_bench serves
     pids = {"server": server.pid}
     for name in WORKERS:
         pids[name] = start(name, [PY, "manage.py", name]).pid
@@ -260,17 +257,6 @@ def deploy(stack: ExitStack, tmp: Path, nodes: int, swtpm: int, quote_s: int, la
             stack.callback(tpm.close)
         made.append(Node(spec["name"], spec["credential"], spec["inventory"], tpm))
     return deployed, made
-
-
-def server_command(layout: str, port: int) -> list[str]:
-    """gunicorn for `layout`: `wsgiN` (N sync WSGI workers, production's HTTP layout) or
-    `asgiN` (N ASGI workers)."""
-    kind, workers = layout.rstrip("0123456789"), layout.lstrip("abcdefghijklmnopqrstuvwxyz")
-    if kind not in SERVER_KINDS or not workers.isdigit():
-        raise SystemExit(f"--server {layout!r}: wsgiN or asgiN (N workers), e.g. wsgi3")
-    worker_class, app = SERVER_KINDS[kind]
-    return [PY, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf", "--worker-class",
-            worker_class, "--workers", workers, "--bind", f"127.0.0.1:{port}", app]  # fmt: skip
 
 
 def _wait_until_answering(deployed: Deployment) -> None:
@@ -521,7 +507,11 @@ def main() -> None:
     parser.add_argument("--sample-s", type=int, default=10)
     parser.add_argument("--swtpm", type=int, default=2)
     parser.add_argument("--check", action="store_true")
-    parser.add_argument("--server", default=DEFAULT_SERVER, help="wsgiN or asgiN: N workers")
+    parser.add_argument(
+        "--server",
+        default=DEFAULT_SERVER,
+        help="a bench/web_bench.py layout: wsgiN, asgiN, gthreadN (N workers)",
+    )
     args = parser.parse_args()
     for gpus in (int(g) for g in args.gpus.split(",")):
         result = run_level(gpus, args.seconds, args.warm_s, args.quote_s, args.sample_s,

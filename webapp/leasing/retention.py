@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Min
 
 from ledger.contract import bill_line
-from ledger.units import MS_PER_DAY, MS_PER_S, ms_of
+from ledger.units import MS_PER_DAY, datetime_of_ms, ms_of
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import stored_rows
 from webapp.fleet.models import GpuHour, PoolHour
@@ -86,9 +85,7 @@ def apply_retention(now_ms: int | None = None) -> Retained:
     hours, _ = GpuHour.objects.filter(hour_ms__lt=rollup_cutoff).delete()
     PoolHour.objects.filter(hour_ms__lt=rollup_cutoff).delete()
     protocol_cutoff = now_ms - settings.OUTBOX_PROTOCOL_RETENTION_DAYS * MS_PER_DAY
-    pruned = outbox_actions.prune_done(
-        datetime.fromtimestamp(protocol_cutoff / MS_PER_S, tz=UTC), actor=RETENTION_ACTOR
-    )
+    pruned = outbox_actions.prune_done(datetime_of_ms(protocol_cutoff), actor=RETENTION_ACTOR)
     return Retained(
         len(created), len(dropping), len(old) - len(dropping), kept, deleted, hours, pruned
     )
