@@ -6,6 +6,9 @@ that forger. Genuine evidence in the tests always comes from a real swtpm.
 
 from __future__ import annotations
 
+import datetime as dt
+
+from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
@@ -79,3 +82,22 @@ def serialized_pcr_file(selection: Selection, values: list[bytes]) -> bytes:
             value = chunk[j] if j < len(chunk) else b""
             out += len(value).to_bytes(2, "little") + value.ljust(64, b"\x00")
     return out
+
+
+def self_signed(common_name: str, ca: bool = True) -> x509.Certificate:
+    """A self-signed P-256 certificate valid from a day ago to a day ahead; a CA unless
+    `ca` is False (BasicConstraints, critical)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, common_name)])
+    now = dt.datetime.now(dt.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,25 +14,8 @@ from tests.attest import builders as B
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _root() -> tuple[x509.Certificate, bytes]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fuzz root")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - dt.timedelta(days=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return cert, cert.public_bytes(serialization.Encoding.DER)
-
-
-ROOT, ROOT_DER = _root()
+ROOT = B.self_signed("fuzz root")
+ROOT_DER = ROOT.public_bytes(serialization.Encoding.DER)
 EK_LIKE = B.ecc_public(
     ec.generate_private_key(ec.SECP256R1()).public_key(),
     C.ATTR_RESTRICTED | C.ATTR_DECRYPT | C.ATTR_FIXED_TPM | C.ATTR_FIXED_PARENT,

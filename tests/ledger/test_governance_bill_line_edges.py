@@ -6,17 +6,15 @@ threat-model.md, "Mutation testing"); pure functions on keys and certificates ma
 from __future__ import annotations
 
 import base64
-import datetime as dt
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from ledger.contract import bill_line, governance
 from ledger.contract.args import ArgumentError
 from ledger.contract.state import SEQ_DIGITS
+from tests.attest import builders as B
 
 
 def refused(call, *a) -> str:
@@ -26,21 +24,7 @@ def refused(call, *a) -> str:
 
 
 def certificate(ca: bool) -> str:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "EK root")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode()
+    return B.self_signed("EK root", ca=ca).public_bytes(serialization.Encoding.PEM).decode()
 
 
 def registrar_key() -> str:
