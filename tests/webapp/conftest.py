@@ -4,7 +4,6 @@ tenant) and outsider (a key of another tenant)."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ from attest.agent.http import AgentApi, attest_once, enrol
 from attest.agent.tpm import AK_ECC, Agent, AkKey
 from attest.registrar_service import run_registrars
 from attest.swtpm import LocalCA, start_node_tpm
+from tests.webapp.helpers import trust_ek_ca
 from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import Attestation
 from webapp.demo.agents import simulated_inventory
@@ -130,11 +130,7 @@ def tpm(tmp_path_factory, ca):
 
 @pytest.fixture
 def trusted_ca(settings, tmp_path, ca):
-    directory = tmp_path / "ek-ca"
-    directory.mkdir()
-    shutil.copy(ca.root_cert_file, directory / "root.pem")
-    shutil.copy(ca.issuer_cert_file, directory / "issuer.pem")
-    settings.TPM_EK_CA_DIR = directory
+    directory = trust_ek_ca(settings, tmp_path, ca)
     # each organisation's registrar, trusting the same CA (the demo runs both the same way)
     settings.REGISTRARS, stop = run_registrars(settings.LEDGER_ORGS, directory, tmp_path / "reg")
     yield directory

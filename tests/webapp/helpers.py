@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -95,3 +97,13 @@ def console_login(tenant: Tenant, name: str, role: str, password: str) -> Login:
     client = Client()
     client.force_login(user)
     return Login(membership, client)
+
+
+def trust_ek_ca(settings, tmp_path: Path, ca) -> Path:
+    """The swtpm CA's root and issuer as the web app's trusted EK CAs (TPM_EK_CA_DIR)."""
+    directory = tmp_path / "ek-ca"
+    directory.mkdir()
+    shutil.copy(ca.root_cert_file, directory / "root.pem")
+    shutil.copy(ca.issuer_cert_file, directory / "issuer.pem")
+    settings.TPM_EK_CA_DIR = directory
+    return directory

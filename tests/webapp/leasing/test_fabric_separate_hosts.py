@@ -28,7 +28,7 @@ from tests.fabric.split_network import ORGS, PARTIES, AppView, split_network
 from tests.webapp import leases
 from tests.webapp.bill_audit import Evidence, fetch_evidence, run_audit
 from tests.webapp.fabric_app import app_on_fabric
-from tests.webapp.helpers import place
+from tests.webapp.helpers import place, trust_ek_ca
 from tests.webapp.leasing.test_fabric_receipts import relay_all
 from webapp.demo.governance import admin_clients
 from webapp.demo.seed import gpu_uuid
@@ -62,11 +62,7 @@ def trusted_ca(settings, tmp_path, ca, split):
     (`python -m attest registrar serve`) on its own host: its key made and kept in that
     host's folder, listening on the host's address. The web app, Org1's on Org1's host,
     reaches Org2's registrar across the network, as in a deployment."""
-    directory = tmp_path / "ek-ca"
-    directory.mkdir()
-    shutil.copy(ca.root_cert_file, directory / "root.pem")
-    shutil.copy(ca.issuer_cert_file, directory / "issuer.pem")
-    settings.TPM_EK_CA_DIR = directory
+    directory = trust_ek_ca(settings, tmp_path, ca)
     urls, services = {}, []
     try:
         for org in ORGS:
