@@ -50,12 +50,18 @@ def end_expired(*, actor: str, hour_s: float = SECONDS_PER_HOUR) -> int:
 
 
 def run_pass(*, actor: str, hour_s: float = SECONDS_PER_HOUR) -> PassResult:
-    plan = scheduling.place_requested(actor=actor)
+    placed = preempted = 0
+    # planning reads the whole fleet; with nothing requested there is nothing to place, and
+    # preemption only ever makes room for a request (bench/fleet_bench.py: the worker's CPU
+    # at 10,000 GPUs)
+    if Lease.objects.filter(state=states.REQUESTED).exists():
+        plan = scheduling.place_requested(actor=actor)
+        placed, preempted = len(plan.placements), len(plan.preempted)
     ended = end_expired(actor=actor, hour_s=hour_s)
     settled = scheduling.settle_closed(actor=actor)
     return PassResult(
-        placed=len(plan.placements),
-        preempted=len(plan.preempted),
+        placed=placed,
+        preempted=preempted,
         ended=ended,
         settled=settled,
     )

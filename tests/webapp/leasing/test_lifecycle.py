@@ -7,6 +7,8 @@ from datetime import timedelta
 from io import StringIO
 
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from attest.readings import row_text
@@ -76,6 +78,17 @@ def test_a_second_worker_finds_nothing_left_to_do(owner, attested_node, ledger):
     assert again.as_dict() == {}
     assert settle_closed(actor="worker-2") == 0
     assert AuditEvent.objects.filter(action="lease.settled").count() == 1
+
+
+def test_a_pass_with_nothing_requested_does_not_read_the_fleet(owner, attested_node, ledger):
+    """Planning reads every GPU; a worker passing every few seconds over an empty queue at
+    10,000 GPUs must not (bench/fleet_bench.py)."""
+    with CaptureQueriesContext(connection) as idle:
+        assert run_pass(actor="worker").as_dict() == {}
+    assert not [q for q in idle.captured_queries if '"fleet_gpu"' in q["sql"]]
+    lease_id = owner.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
+    assert run_pass(actor="worker").placed == 1  # a request is planned at the next pass
+    assert state_of(lease_id) == states.PLACED
 
 
 def test_lease_worker_command_runs_one_pass(owner, attested_node, ledger):
