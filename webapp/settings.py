@@ -168,6 +168,9 @@ TELEMETRY_RETENTION_DAYS = env_int("TELEMETRY_RETENTION_DAYS", 14, minimum=1)
 TELEMETRY_ROLLUP_RETENTION_DAYS = env_int("TELEMETRY_ROLLUP_RETENTION_DAYS", 400, minimum=1)
 # days a committed challenge or quote keeps its outbox row (webapp/outbox/actions.prune_done)
 OUTBOX_PROTOCOL_RETENTION_DAYS = env_int("OUTBOX_PROTOCOL_RETENTION_DAYS", 7, minimum=1)
+# attestations nothing relies on, expired nonces and each quote's audit rows (webapp/
+# attestation/actions/retention.py)
+ATTESTATION_RETENTION_DAYS = env_int("ATTESTATION_RETENTION_DAYS", 14, minimum=1)
 TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("TELEMETRY_PARTITIONS_AHEAD_DAYS", 2, minimum=0)
 TELEMETRY_RETENTION_INTERVAL_S = env_int("TELEMETRY_RETENTION_INTERVAL_S", 3600, minimum=1)
 # How often a process reads the rate card in force from the ledger (webapp/fleet/rate_card.py).

@@ -13,6 +13,10 @@ from growing without bound, and what it never drops.
   are kept TELEMETRY_ROLLUP_RETENTION_DAYS.
 - The quote protocol's outbox rows (IssueChallenge, RecordAttestation) are kept
   OUTBOX_PROTOCOL_RETENTION_DAYS after they were committed (webapp.outbox.actions.prune_done).
+- Its attestations, nonces and per-quote audit rows are kept ATTESTATION_RETENTION_DAYS,
+  except what a lease, a bill line or a node's next quote relies on, and the quotes taken
+  since the oldest lease still to be settled started
+  (webapp.attestation.actions.prune_protocol).
 - Partitions are created TELEMETRY_PARTITIONS_AHEAD_DAYS ahead (the store also creates a
   missing one before inserting, so a late run never refuses a reading).
 """
@@ -28,6 +32,7 @@ from django.db.models import Min
 
 from ledger.contract import bill_line
 from ledger.units import MS_PER_DAY, datetime_of_ms, ms_of
+from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import TelemetryBatch
 from webapp.attestation.telemetry import stored_rows
 from webapp.fleet.models import GpuHour, PoolHour
@@ -49,6 +54,7 @@ class Retained:
     batches_deleted: int
     hours_deleted: int
     outbox_pruned: int
+    attestations_pruned: int
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -86,8 +92,20 @@ def apply_retention(now_ms: int | None = None) -> Retained:
     PoolHour.objects.filter(hour_ms__lt=rollup_cutoff).delete()
     protocol_cutoff = now_ms - settings.OUTBOX_PROTOCOL_RETENTION_DAYS * MS_PER_DAY
     pruned = outbox_actions.prune_done(datetime_of_ms(protocol_cutoff), actor=RETENTION_ACTOR)
+    quotes = attestation_actions.prune_protocol(
+        datetime_of_ms(now_ms - settings.ATTESTATION_RETENTION_DAYS * MS_PER_DAY),
+        hold=None if hold is None else datetime_of_ms(hold),
+        actor=RETENTION_ACTOR,
+    )
     return Retained(
-        len(created), len(dropping), len(old) - len(dropping), kept, deleted, hours, pruned
+        len(created),
+        len(dropping),
+        len(old) - len(dropping),
+        kept,
+        deleted,
+        hours,
+        pruned,
+        quotes.attestations,
     )
 
 

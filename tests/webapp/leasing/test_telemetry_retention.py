@@ -1,6 +1,8 @@
 """Telemetry retention (webapp/leasing/retention.py): days past TELEMETRY_RETENTION_DAYS are
 dropped (a partition on PostgreSQL), the readings a bill line cites are not, and the tenant
-re-derives the line from them after their day is gone."""
+re-derives the line from them after their day is gone; the quote protocol's own rows
+(attestations, nonces, audit rows) go after ATTESTATION_RETENTION_DAYS unless something
+relies on them."""
 
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from attest import readings
 from scheduler.telemetry.sample import TelemetrySample as Sample
 from tests.webapp.helpers import drawn
 from tests.webapp.leases import active, placed, settled_from_readings
-from webapp.attestation.models import TelemetryBatch
+from webapp.attestation.models import Attestation, Nonce, TelemetryBatch
 from webapp.core.models import AuditEvent
 from webapp.fleet.models import GpuHour, TelemetrySample
 from webapp.fleet.partitions import MS_PER_DAY, day_start_ms, partition_name, partitioned
 from webapp.fleet.telemetry import record_samples
-from webapp.leasing import actions
+from webapp.leasing import actions, states
+from webapp.leasing.models import Lease
 from webapp.leasing.retention import apply_retention
 from webapp.outbox.models import OutboxEntry
 
@@ -135,3 +138,70 @@ def test_the_quote_protocols_outbox_rows_are_pruned_after_their_retention_and_no
     event = AuditEvent.objects.get(action="outbox.pruned")
     assert event.data["rows"] == len(pruned) and event.actor == "worker:telemetry_retention"
     assert apply_retention(now_ms=int(now.timestamp() * 1000)).outbox_pruned == 0
+
+
+def _quote(node, days_ago: float, *, valid: bool = True, ledger_tx: str = "tx") -> Attestation:
+    made = Attestation.objects.create(
+        node=node, nonce=f"{days_ago}", valid=valid, quote=b"q", signature=b"s", ledger_tx=ledger_tx
+    )
+    Attestation.objects.filter(pk=made.pk).update(created=timezone.now() - timedelta(days=days_ago))
+    return made
+
+
+def _audit(action: str, days_ago: float, node) -> AuditEvent:
+    event = AuditEvent.objects.create(
+        actor="test", action=action, object_type="node", object_id=str(node.pk)
+    )
+    AuditEvent.objects.filter(pk=event.pk).update(created=timezone.now() - timedelta(days=days_ago))
+    return event
+
+
+def test_the_quote_protocols_own_rows_are_pruned_except_what_something_relies_on(
+    owner, fleet, settings
+):
+    settings.ATTESTATION_RETENTION_DAYS = 30
+    node = fleet.node
+    pruned = [_quote(node, 40), _quote(node, 39, valid=False)]
+    on_lease = _quote(node, 38)
+    placed(owner.tenant, fleet.gpus[:1], [on_lease])
+    placed_on = Lease.objects.get(attestations=on_lease)
+    Lease.objects.filter(pk=placed_on.pk).update(state=states.SETTLED)  # no hold: settled
+    with_batch = _quote(node, 37)
+    TelemetryBatch.objects.create(
+        attestation=with_batch, gpu=fleet.gpus[0], digest="d" * 64, first_ms=1, last_ms=2, rows=1
+    )
+    never_recorded = _quote(node, 36, valid=False, ledger_tx="")  # a replay: evidence
+    newest_valid = _quote(node, 35)  # the clock the node's next quote is compared with
+    recent = _quote(node, 10, valid=False)
+    expired = time.time() - 31 * 86_400
+    Nonce.objects.create(value="a" * 64, subject=node.name, expires_at=expired)
+    Nonce.objects.create(value="b" * 64, subject=node.name, expires_at=time.time() - 60)
+    old_rows = [_audit("node.attested", 31, node), _audit("attestation.recorded", 31, node)]
+    kept_rows = [_audit("node.enrolled", 31, node), _audit("node.attested", 1, node)]
+
+    done = apply_retention(now_ms=now_ms())
+
+    assert done.attestations_pruned == len(pruned)
+    left = set(Attestation.objects.values_list("pk", flat=True))
+    assert left == {a.pk for a in (on_lease, with_batch, never_recorded, newest_valid, recent)}
+    assert list(Nonce.objects.values_list("value", flat=True)) == ["b" * 64]
+    audit_left = set(AuditEvent.objects.values_list("pk", flat=True))
+    assert not audit_left & {e.pk for e in old_rows}
+    assert {e.pk for e in kept_rows} <= audit_left
+    event = AuditEvent.objects.get(action="attestation.pruned")
+    assert event.data["attestations"] == 2 and event.data["nonces"] == 1
+    assert event.data["audit_rows"] == len(old_rows)
+    assert apply_retention(now_ms=now_ms()).attestations_pruned == 0
+
+
+def test_quotes_taken_during_a_lease_still_to_be_settled_are_held(owner, fleet, settings):
+    settings.ATTESTATION_RETENTION_DAYS = 30
+    lease = active(owner.tenant, fleet.gpus[:1])
+    Lease.objects.filter(pk=lease.pk).update(started=timezone.now() - timedelta(days=45))
+    before_it, during_it = _quote(fleet.node, 50), _quote(fleet.node, 40)
+    _quote(fleet.node, 1)  # the node's newest valid quote
+
+    assert apply_retention(now_ms=now_ms()).attestations_pruned == 1
+
+    assert not Attestation.objects.filter(pk=before_it.pk).exists()
+    assert Attestation.objects.filter(pk=during_it.pk).exists()

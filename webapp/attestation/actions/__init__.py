@@ -1,6 +1,7 @@
 """Attestation's actions, by job: `credentials` (a node agent's credential, its AK),
 `enrolment` (EK chain, credential activation, inventory, registration), `quotes` (challenges,
-verified quotes, the ledger's verdict, staleness). Other apps import them from here."""
+verified quotes, the ledger's verdict, staleness), `retention` (the protocol's rows past
+their retention). Other apps import them from here."""
 
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ from webapp.attestation.actions.quotes import (
     registry,
     take_ledger_verdict,
 )
+from webapp.attestation.actions.retention import Pruned, prune_protocol
 
 __all__ = [
     "NODE_TOKEN_KIND",
     "CredentialChallenge",
     "EnrolmentRefused",
     "InventoryQuote",
+    "Pruned",
     "challenge_issued",
     "finish_enrolment",
     "issue_challenge",
@@ -43,6 +46,7 @@ __all__ = [
     "node_for_token",
     "note_ledger_id",
     "policy_of",
+    "prune_protocol",
     "record_quote",
     "registry",
     "revoke_ak",
