@@ -56,13 +56,38 @@ def pct(values: list[float], p: float) -> float:
     return round(ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))], 1)
 
 
-def seed(gpus: int, days: int) -> dict[str, object]:
-    from django.db import connection
+def production_django(tmp: str, database_url: str, redis_url: str, *more: list[str]) -> dict:
+    """This process as a production deployment on a private PostgreSQL and Redis: the
+    environment (returned, for the servers it starts), migrated, Django set up; `more`:
+    further manage.py commands to run first."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        "WATTLEASE_ENV": "production",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECURE_SSL_REDIRECT": "0",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "WATTLEASE_DATA_DIR": tmp,
+        "LEDGER_PATH": str(Path(tmp) / "ledger.sqlite3"),
+        "LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    for command in (["migrate"], *more):
+        subprocess.run([PY, "manage.py", *command, "-v", "0"], cwd=ROOT, env=env, check=True)
+    import django
 
+    django.setup()
+    return env
+
+
+def seed_fleet(gpus: int) -> tuple[list, list, list]:
+    """In bulk: the rate card's sites, the catalogue's generations, `gpus` GPUs on nodes of
+    8, one node in ten not attested. Returns (sites, generations, nodes)."""
     from webapp.demo.seed import SITES
     from webapp.fleet.catalogue import sync_catalogue
     from webapp.fleet.models import GPU, Generation, Node, PcrPolicy, Site
-    from webapp.fleet.partitions import ensure_days
 
     sync_catalogue()
     sites = [Site.objects.create(name=name) for name in SITES]
@@ -92,6 +117,16 @@ def seed(gpus: int, days: int) -> dict[str, object]:
         ),
         batch_size=5_000,
     )
+    return sites, generations, nodes
+
+
+def seed(gpus: int, days: int) -> dict[str, object]:
+    from django.db import connection
+
+    from webapp.fleet.models import GPU
+    from webapp.fleet.partitions import ensure_days
+
+    sites, generations, nodes = seed_fleet(gpus)
     now_ms = time.time_ns() // 1_000_000
     hour = now_ms - now_ms % HOUR_MS
     started = time.monotonic()
@@ -313,25 +348,7 @@ def main() -> None:
         temporary_postgres() as database_url,
         temporary_redis() as redis_url,
     ):
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "webapp.settings",
-            "WATTLEASE_ENV": "production",
-            "SECRET_KEY": secrets.token_urlsafe(50),
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "SECURE_SSL_REDIRECT": "0",
-            "DATABASE_URL": database_url,
-            "REDIS_URL": redis_url,
-            "WATTLEASE_DATA_DIR": tmp,
-            "LEDGER_PATH": str(Path(tmp) / "ledger.sqlite3"),
-            "LOG_LEVEL": "WARNING",
-        }
-        os.environ.update(env)
-        for command in (["migrate"], ["collectstatic", "--no-input"]):
-            subprocess.run([PY, "manage.py", *command, "-v", "0"], cwd=ROOT, env=env, check=True)
-        import django
-
-        django.setup()
+        env = production_django(tmp, database_url, redis_url, ["collectstatic", "--no-input"])
         seeded = seed(args.gpus, args.days)
         print(json.dumps({"seeded": seeded}), flush=True)
         print(json.dumps({"rolled_up": roll_up()}), flush=True)
