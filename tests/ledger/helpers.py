@@ -13,6 +13,7 @@ from chaincode_client.governance import decide
 from chaincode_client.interface import LedgerClient
 from ledger import money
 from ledger.contract import bill_line as schema
+from ledger.contract.state import ContractError
 from ledger.contract.terms import DEPLOYED as RATE_CARD
 from ledger.engine.core import msp_dir_for
 from ledger.engine.msp import org_ca_certs
@@ -320,3 +321,15 @@ def node_ak_b64(node_id: str) -> str:
     """`software_ak_b64` of one node, the same on every call: one AK, one node (the ledger
     refuses an AK another node holds: [enrol.ak_taken])."""
     return software_ak_b64()
+
+
+def refusal(call: Any, *arguments: Any, **keywords: Any) -> str:
+    """The whole message of the refusal `call(*arguments, **keywords)` must raise: a
+    contract rule's ContractError, a parser's ValueError, a lookup's KeyError."""
+    try:
+        call(*arguments, **keywords)
+    except KeyError as refused:
+        return str(refused.args[0])
+    except (ContractError, ValueError) as refused:
+        return str(refused)
+    raise AssertionError(f"{getattr(call, '__name__', call)} refused nothing")

@@ -13,8 +13,8 @@ import pytest
 
 from ledger import money
 from ledger.contract import billing
-from ledger.contract.state import ContractError
 from ledger.units import NS_PER_MS
+from tests.ledger.helpers import refusal
 
 NOW_MS = 1_800_000_000_000
 NOW_NS = NOW_MS * NS_PER_MS + 999_999  # the clock between two milliseconds
@@ -42,12 +42,6 @@ def lease(**changes: Any) -> dict[str, Any]:
 def request(**changes: Any) -> dict[str, Any]:
     req = {"interval_seq": 2, "start_ms": BILLED_MS, "end_ms": BILLED_MS + 60_000, "final": False}
     return {**req, **changes}
-
-
-def refusal(call, *arguments) -> str:
-    with pytest.raises(ContractError) as caught:
-        call(*arguments)
-    return str(caught.value)
 
 
 # -- check_sequence --

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from ledger.contract import rules
-from ledger.contract.state import ContractError
 from ledger.units import NS_PER_S
+from tests.ledger.helpers import refusal
 
 NOW_NS = 1_800_000_000 * NS_PER_S
 MAX_AGE_S = 300
@@ -28,12 +26,6 @@ def attestation(att_id: str = "a1", **changes: Any) -> dict[str, Any]:
         "timestamp_ns": NOW_NS - 60 * NS_PER_S,
     }
     return {**record, **changes}
-
-
-def refusal(call, *arguments) -> str:
-    with pytest.raises(ContractError) as caught:
-        call(*arguments)
-    return str(caught.value)
 
 
 # -- check_free: GPU time is sold once --

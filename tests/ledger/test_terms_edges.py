@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from ledger.contract import args
-from ledger.contract.state import ContractError
 from ledger.contract.terms import (
     DEPLOYED,
     MAX_BACKDATE_MS,
@@ -35,6 +34,7 @@ from ledger.contract.terms import (
     rate_card_of,
     reported_generation_mismatches,
 )
+from tests.ledger.helpers import refusal
 
 CARD = json.loads(RATE_CARD_PATH.read_text())
 CATALOGUE_TEXT = (RATE_CARD_PATH.parent / CARD["catalogue"]).read_text()
@@ -63,12 +63,6 @@ def raw_terms(**changes: Any) -> dict[str, Any]:
     return {**terms, **changes}
 
 
-def refused(call, *arguments, **keywords) -> str:
-    with pytest.raises((ContractError, ValueError, KeyError)) as caught:
-        call(*arguments, **keywords)
-    return str(caught.value) if not isinstance(caught.value, KeyError) else caught.value.args[0]
-
-
 # -- parse_terms: the shape of CreateLease's and MigrateLease's terms --
 
 
@@ -81,13 +75,13 @@ def test_well_formed_terms_parse_to_themselves_with_the_gpus_in_order():
 
 @pytest.mark.parametrize("value", [None, [], "terms", 3])
 def test_terms_that_are_not_an_object_are_refused_under_their_field(value):
-    assert refused(parse_terms, {"terms": value}) == (
+    assert refusal(parse_terms, {"terms": value}) == (
         "[args.invalid] terms: must be an object of lease terms"
     )
-    assert refused(parse_terms, {"new_terms": value}, "new_terms") == (
+    assert refusal(parse_terms, {"new_terms": value}, "new_terms") == (
         "[args.invalid] new_terms: must be an object of lease terms"
     )
-    assert refused(parse_terms, {}) == "[args.invalid] terms: must be an object of lease terms"
+    assert refusal(parse_terms, {}) == "[args.invalid] terms: must be an object of lease terms"
 
 
 NUMBERS = [
@@ -105,20 +99,20 @@ def test_each_number_is_taken_at_its_bounds_and_refused_past_them(name, low, hig
     for value in (low, high):
         assert parse_terms({"t": raw_terms(**{name: value})}, "t")[name] == value
     for value in (low - 1, high + 1, str(low), None):
-        assert refused(parse_terms, {"t": raw_terms(**{name: value})}, "t") == (
+        assert refusal(parse_terms, {"t": raw_terms(**{name: value})}, "t") == (
             f"[args.invalid] t.{name}: must be an integer in [{low}, {high}], got {value!r}"
         )
 
 
 @pytest.mark.parametrize("name", ["generation", "precision", "site"])
 def test_each_name_must_be_an_identifier(name):
-    assert refused(parse_terms, {"t": raw_terms(**{name: "no spaces"})}, "t") == (
+    assert refusal(parse_terms, {"t": raw_terms(**{name: "no spaces"})}, "t") == (
         f"[args.invalid] t.{name}: must be an identifier of 1-128 characters "
         "[A-Za-z0-9._:@/-], got 'no spaces'"
     )
     terms = raw_terms()
     del terms[name]
-    assert refused(parse_terms, {"t": terms}, "t").startswith(f"[args.invalid] t.{name}: ")
+    assert refusal(parse_terms, {"t": terms}, "t").startswith(f"[args.invalid] t.{name}: ")
 
 
 def test_attributed_power_maps_one_to_sixty_four_gpus_to_milliwatts():
@@ -128,18 +122,18 @@ def test_attributed_power_maps_one_to_sixty_four_gpus_to_milliwatts():
     ] == dict(sorted(most.items()))
     wrong = "[args.invalid] t.attributed_power_mw: must map each GPU uuid to milliwatts"
     for power in ({}, {**most, "GPU-64": 1}, [["GPU-a", 1]], None):
-        assert refused(parse_terms, {"t": raw_terms(attributed_power_mw=power)}, "t") == wrong
+        assert refusal(parse_terms, {"t": raw_terms(attributed_power_mw=power)}, "t") == wrong
     power = {"GPU-a": args.MAX_INT}
     assert (
         parse_terms({"t": raw_terms(attributed_power_mw=power)}, "t")["attributed_power_mw"]
         == power
     )
     for mw in (0, args.MAX_INT + 1, 1.5):
-        assert refused(parse_terms, {"t": raw_terms(attributed_power_mw={"GPU-a": mw})}, "t") == (
+        assert refusal(parse_terms, {"t": raw_terms(attributed_power_mw={"GPU-a": mw})}, "t") == (
             f"[args.invalid] t.attributed_power_mw.GPU-a: must be an integer in "
             f"[1, {args.MAX_INT}], got {mw!r}"
         )
-    assert refused(parse_terms, {"t": raw_terms(attributed_power_mw={"GPU a": 1})}, "t") == (
+    assert refusal(parse_terms, {"t": raw_terms(attributed_power_mw={"GPU a": 1})}, "t") == (
         "[args.invalid] t.attributed_power_mw: must be an identifier of 1-128 characters "
         "[A-Za-z0-9._:@/-], got 'GPU a'"
     )
@@ -161,39 +155,39 @@ def test_terms_the_rate_card_allows_are_stamped_with_its_versions():
 
 
 def test_a_generation_the_catalogue_lacks_or_the_gpus_are_not_is_refused():
-    assert refused(checked, generation="X1") == (
+    assert refusal(checked, generation="X1") == (
         f"[terms.generation] X1 is not in catalogue {CATALOGUE['version']}"
     )
     gpus = [*GPUS, {"uuid": "GPU-d", "generation": "L4"}, {"uuid": "GPU-c", "generation": "L4"}]
-    assert refused(check_terms, raw_terms(), gpus, DEPLOYED, NOW_MS) == (
+    assert refusal(check_terms, raw_terms(), gpus, DEPLOYED, NOW_MS) == (
         f"[terms.generation] GPUs ['GPU-c', 'GPU-d'] are not {GEN}"
     )
 
 
 def test_a_precision_without_a_dense_figure_is_refused():
     assert "FP16" in DEPLOYED.generations[GEN].precisions
-    assert refused(checked, precision="FP4") == f"[terms.precision] {GEN} has no dense FP4 figure"
+    assert refusal(checked, precision="FP4") == f"[terms.precision] {GEN} has no dense FP4 figure"
 
 
 def test_the_power_must_name_exactly_the_leases_gpus_within_their_board_power():
     message = "[terms.gpus] attributed_power_mw must name exactly the lease's GPUs"
-    assert refused(checked, attributed_power_mw={"GPU-a": 1}) == message
-    assert refused(checked, attributed_power_mw={"GPU-a": 1, "GPU-b": 1, "GPU-c": 1}) == message
+    assert refusal(checked, attributed_power_mw={"GPU-a": 1}) == message
+    assert refusal(checked, attributed_power_mw={"GPU-a": 1, "GPU-b": 1, "GPU-c": 1}) == message
     assert checked(attributed_power_mw={"GPU-a": BOARD_MW, "GPU-b": 1})
-    assert refused(checked, attributed_power_mw={"GPU-a": BOARD_MW + 1, "GPU-b": 1}) == (
+    assert refusal(checked, attributed_power_mw={"GPU-a": BOARD_MW + 1, "GPU-b": 1}) == (
         f"[terms.power] attributed power {{'GPU-a': {BOARD_MW + 1}}} mW exceeds {GEN}'s "
         f"board power {BOARD_MW} mW"
     )
 
 
 def test_the_site_and_its_tariff_are_the_rate_cards():
-    assert refused(checked, site="lhr-9") == (
+    assert refusal(checked, site="lhr-9") == (
         f"[terms.site] site lhr-9 is not in rate card {CARD['version']}"
     )
-    assert refused(checked, pue_milli=1121) == (
+    assert refusal(checked, pue_milli=1121) == (
         f"[terms.tariff] pue_milli 1121 is not site fra-1's 1120 (rate card {CARD['version']})"
     )
-    assert refused(checked, tariff_micro_per_kwh=209_999) == (
+    assert refusal(checked, tariff_micro_per_kwh=209_999) == (
         "[terms.tariff] tariff_micro_per_kwh 209999 is not site fra-1's 210000 "
         f"(rate card {CARD['version']})"
     )
@@ -205,17 +199,17 @@ def test_the_site_and_its_tariff_are_the_rate_cards():
 def test_the_capacity_rate_is_the_cards_with_the_premium_above_priority_zero():
     assert checked(priority=-100)["capacity_micro_per_gpu_hour"] == RATE
     assert checked(priority=1, capacity_micro_per_gpu_hour=RATE + PREMIUM)
-    assert refused(checked, priority=1) == (
+    assert refusal(checked, priority=1) == (
         f"[terms.rate] capacity_micro_per_gpu_hour {RATE} is not the rate card's "
         f"{RATE + PREMIUM} for {GEN} at priority 1"
     )
-    assert refused(checked, priority=0, capacity_micro_per_gpu_hour=RATE + PREMIUM) == (
+    assert refusal(checked, priority=0, capacity_micro_per_gpu_hour=RATE + PREMIUM) == (
         f"[terms.rate] capacity_micro_per_gpu_hour {RATE + PREMIUM} is not the rate card's "
         f"{RATE} for {GEN} at priority 0"
     )
     rates = {g: r for g, r in DEPLOYED.capacity_micro_per_gpu_hour.items() if g != GEN}
     unpriced = dataclasses.replace(DEPLOYED, capacity_micro_per_gpu_hour=rates)
-    assert refused(check_terms, raw_terms(), GPUS, unpriced, NOW_MS) == (
+    assert refusal(check_terms, raw_terms(), GPUS, unpriced, NOW_MS) == (
         f"[terms.rate] rate card {CARD['version']} has no rate for {GEN}"
     )
 
@@ -224,7 +218,7 @@ def test_a_start_is_within_the_backdating_allowance_and_the_clock_skew():
     earliest, latest = NOW_MS - MAX_BACKDATE_MS, NOW_MS + MAX_FUTURE_MS
     assert checked(start_ms=earliest) and checked(start_ms=latest)
     for start in (earliest - 1, latest + 1):
-        assert refused(checked, start_ms=start) == (
+        assert refusal(checked, start_ms=start) == (
             f"[terms.start] start_ms {start} is not within [{earliest}, {latest}] of the "
             "ledger's clock"
         )
@@ -235,7 +229,7 @@ def test_a_start_is_within_the_backdating_allowance_and_the_clock_skew():
 
 def test_a_site_code_is_found_by_the_operators_name():
     assert DEPLOYED.site_code("ams-2 (air cooled)") == "ams-2"
-    assert refused(DEPLOYED.site_code, "ams-2") == (
+    assert refusal(DEPLOYED.site_code, "ams-2") == (
         f"site 'ams-2' is not in rate card {CARD['version']}"
     )
     assert DEPLOYED.capacity_rate(GEN, 0) == RATE
@@ -296,22 +290,22 @@ def test_the_deployed_card_reads_with_its_facts():
 
 def test_a_document_that_is_not_a_rate_card_is_named():
     for card in ({**CARD, "schema": "wattlease.rate-card/2"}, [CARD], None):
-        assert refused(rate_card_of, card, CATALOGUE_TEXT, "rc") == (
+        assert refusal(rate_card_of, card, CATALOGUE_TEXT, "rc") == (
             "rc: not a rate card (schema 'wattlease.rate-card/1')"
         )
 
 
 def test_the_catalogue_is_json_text_within_its_size():
     message = f"rc.catalogue: must be the catalogue's JSON text of <= {MAX_CATALOGUE_CHARS}"
-    assert refused(rate_card_of, CARD, CATALOGUE, "rc") == message
+    assert refusal(rate_card_of, CARD, CATALOGUE, "rc") == message
     padded = CATALOGUE_TEXT + " " * (MAX_CATALOGUE_CHARS - len(CATALOGUE_TEXT))
     assert rate_card_of(CARD, padded, "rc") == DEPLOYED
-    assert refused(rate_card_of, CARD, padded + " ", "rc") == message
+    assert refusal(rate_card_of, CARD, padded + " ", "rc") == message
     assert (
-        refused(rate_card_of, CARD, CATALOGUE_TEXT.rstrip()[:-1], "rc") == "rc.catalogue: not JSON"
+        refusal(rate_card_of, CARD, CATALOGUE_TEXT.rstrip()[:-1], "rc") == "rc.catalogue: not JSON"
     )
-    assert refused(rate_card_of, CARD, "[" * 30_000, "rc") == "rc.catalogue: not JSON"
-    assert refused(rate_card_of, CARD, "[]", "rc") == "rc.catalogue: must be a non-empty object"
+    assert refusal(rate_card_of, CARD, "[" * 30_000, "rc") == "rc.catalogue: not JSON"
+    assert refusal(rate_card_of, CARD, "[]", "rc") == "rc.catalogue: must be a non-empty object"
 
 
 def test_the_catalogue_lists_one_to_max_generations_each_with_its_facts():
@@ -325,11 +319,11 @@ def test_the_catalogue_lists_one_to_max_generations_each_with_its_facts():
     assert list(one.generations) == ["G0"]
     message = f"rc.catalogue.generations: must list 1-{MAX_GENERATIONS} generations"
     for entries in ([], [*many, {"id": "G256", **facts}], {"G0": many[0]}):
-        assert refused(card_of, card, {"version": "v", "generations": entries}) == message
-    assert refused(card_of, None, with_generation(dense_tflops={})) == (
+        assert refusal(card_of, card, {"version": "v", "generations": entries}) == message
+    assert refusal(card_of, None, with_generation(dense_tflops={})) == (
         "rc.catalogue.generations[0].dense_tflops: must be a non-empty object"
     )
-    assert refused(card_of, None, {**CATALOGUE, "generations": [[], *many[1:]]}) == (
+    assert refusal(card_of, None, {**CATALOGUE, "generations": [[], *many[1:]]}) == (
         "rc.catalogue.generations[0]: must be a non-empty object"
     )
 
@@ -342,8 +336,8 @@ def test_a_generation_names_one_to_sixteen_nvml_names_of_its_own_length():
     )
     message = f"rc.catalogue.generations[0].nvml_names: must list 1-{MAX_NVML_NAMES} names"
     for wrong in ([], [*names, "NVIDIA 16"], "NVIDIA V100"):
-        assert refused(card_of, None, with_generation(nvml_names=wrong)) == message
-    assert refused(card_of, None, with_generation(nvml_names=[""])) == (
+        assert refusal(card_of, None, with_generation(nvml_names=wrong)) == message
+    assert refusal(card_of, None, with_generation(nvml_names=[""])) == (
         f"rc.catalogue.generations[0].nvml_names.name: must be a string of 1-{MAX_NAME_CHARS} "
         "characters"
     )
@@ -355,8 +349,8 @@ def test_names_are_one_to_max_name_chars_long():
     assert card_of({**CARD, "version": "x"}).version == "x"
     message = f"rc.version: must be a string of 1-{MAX_NAME_CHARS} characters"
     for version in ("", longest + "x", 1, None):
-        assert refused(card_of, {**CARD, "version": version}) == message
-    assert refused(card_of, None, {**CATALOGUE, "version": ""}) == (
+        assert refusal(card_of, {**CARD, "version": version}) == message
+    assert refusal(card_of, None, {**CATALOGUE, "version": ""}) == (
         f"rc.catalogue.version: must be a string of 1-{MAX_NAME_CHARS} characters"
     )
 
@@ -368,16 +362,16 @@ def test_board_power_is_a_positive_number_of_watts_up_to_the_maximum():
         assert card.generations[v100].board_power_w == kept
     where = "rc.catalogue.generations[0].board_power_w"
     for watts in (0, -1, MAX_BOARD_POWER_W + 0.5, 1e400):
-        assert refused(card_of, None, with_generation(board_power_w=watts)) == (
+        assert refusal(card_of, None, with_generation(board_power_w=watts)) == (
             f"{where}: must be in (0, {MAX_BOARD_POWER_W}] W"
         )
     for watts in (True, "300", None):
-        assert refused(card_of, None, with_generation(board_power_w=watts)) == (
+        assert refusal(card_of, None, with_generation(board_power_w=watts)) == (
             f"{where}: must be a number of watts"
         )
     nan = CATALOGUE_TEXT.replace('"board_power_w": 300', '"board_power_w": NaN', 1)
     assert nan != CATALOGUE_TEXT
-    assert refused(rate_card_of, CARD, nan, "rc") == f"{where}: must be in (0, 10000] W"
+    assert refusal(rate_card_of, CARD, nan, "rc") == f"{where}: must be in (0, 10000] W"
     exact = rate_card_of(CARD, CATALOGUE_TEXT.replace('"board_power_w": 300', '"board_power_w"'
                          ': 300.0', 1), "rc")  # fmt: skip
     assert exact.generations[v100].board_power_w == 300
@@ -387,7 +381,7 @@ def test_board_power_is_a_positive_number_of_watts_up_to_the_maximum():
         '"board_power_w": 300', f'"board_power_w": {MAX_BOARD_POWER_W}.0000000000000001', 1
     )
     assert float(f"{MAX_BOARD_POWER_W}.0000000000000001") == MAX_BOARD_POWER_W
-    assert refused(rate_card_of, CARD, over, "rc") == f"{where}: must be in (0, 10000] W"
+    assert refusal(rate_card_of, CARD, over, "rc") == f"{where}: must be in (0, 10000] W"
 
 
 def test_a_site_has_a_pue_from_one_to_five_and_a_tariff():
@@ -397,37 +391,37 @@ def test_a_site_has_a_pue_from_one_to_five_and_a_tariff():
     for pue in (1000, MAX_PUE_MILLI):
         assert card_of(site(pue_milli=pue)).sites["fra-1"]["pue_milli"] == pue
     for pue in (999, MAX_PUE_MILLI + 1, True, 1120.0):
-        assert refused(card_of, site(pue_milli=pue)) == (
+        assert refusal(card_of, site(pue_milli=pue)) == (
             f"rc.sites.fra-1.pue_milli: must be an integer in [1000, {MAX_PUE_MILLI}]"
         )
     assert card_of(site(tariff_micro_per_kwh=0)).sites["fra-1"]["tariff_micro_per_kwh"] == 0
     assert card_of(site(tariff_micro_per_kwh=args.MAX_INT))
     for tariff in (-1, args.MAX_INT + 1, None):
-        assert refused(card_of, site(tariff_micro_per_kwh=tariff)) == (
+        assert refusal(card_of, site(tariff_micro_per_kwh=tariff)) == (
             f"rc.sites.fra-1.tariff_micro_per_kwh: must be an integer in [0, {args.MAX_INT}]"
         )
-    assert refused(card_of, site(name="")) == (
+    assert refusal(card_of, site(name="")) == (
         f"rc.sites.fra-1.name: must be a string of 1-{MAX_NAME_CHARS} characters"
     )
-    assert refused(card_of, {**CARD, "sites": {}}) == "rc.sites: must be a non-empty object"
-    assert refused(card_of, {**CARD, "sites": {"fra-1": 1}}) == (
+    assert refusal(card_of, {**CARD, "sites": {}}) == "rc.sites: must be a non-empty object"
+    assert refusal(card_of, {**CARD, "sites": {"fra-1": 1}}) == (
         "rc.sites.fra-1: must be a non-empty object"
     )
 
 
 def test_rates_are_for_generations_of_the_catalogue():
     rates = {**CARD["capacity_micro_per_gpu_hour"], "X2": 1, "X1": 2}
-    assert refused(card_of, {**CARD, "capacity_micro_per_gpu_hour": rates}) == (
+    assert refusal(card_of, {**CARD, "capacity_micro_per_gpu_hour": rates}) == (
         "rc: rates for generations not in the catalogue: ['X1', 'X2']"
     )
-    assert refused(card_of, {**CARD, "capacity_micro_per_gpu_hour": {GEN: -1}}) == (
+    assert refusal(card_of, {**CARD, "capacity_micro_per_gpu_hour": {GEN: -1}}) == (
         f"rc.capacity_micro_per_gpu_hour.{GEN}: must be an integer in [0, {args.MAX_INT}]"
     )
-    assert refused(card_of, {**CARD, "capacity_micro_per_gpu_hour": {}}) == (
+    assert refusal(card_of, {**CARD, "capacity_micro_per_gpu_hour": {}}) == (
         "rc.capacity_micro_per_gpu_hour: must be a non-empty object"
     )
     assert card_of({**CARD, "capacity_micro_per_gpu_hour": {GEN: 0}}).capacity_micro_per_gpu_hour
-    assert refused(card_of, {**CARD, "priority_premium_micro_per_gpu_hour": -1}) == (
+    assert refusal(card_of, {**CARD, "priority_premium_micro_per_gpu_hour": -1}) == (
         f"rc.priority_premium_micro_per_gpu_hour: must be an integer in [0, {args.MAX_INT}]"
     )
 
@@ -442,11 +436,11 @@ def test_a_rate_card_file_reads_with_the_catalogue_it_names_beside_it(tmp_path: 
     assert load_rate_card(path) == DEPLOYED
     assert load_rate_card() == DEPLOYED
     path.write_text(json.dumps({**CARD, "schema": "x"}))
-    assert refused(load_rate_card, path) == (
+    assert refusal(load_rate_card, path) == (
         f"{path}: not a rate card (schema 'wattlease.rate-card/1')"
     )
     path.write_text(json.dumps({**CARD, "catalogue": "cat.json", "version": ""}))
-    assert refused(load_rate_card, path) == (
+    assert refusal(load_rate_card, path) == (
         f"{path}.version: must be a string of 1-{MAX_NAME_CHARS} characters"
     )
 
@@ -455,6 +449,6 @@ def test_an_approved_version_is_read_as_the_contract_reads_it():
     document = {"rate_card": {**CARD, "version": "2027-01"}, "catalogue": CATALOGUE_TEXT}
     approved = approved_rate_card(document)
     assert approved == dataclasses.replace(DEPLOYED, version="2027-01")
-    assert refused(approved_rate_card, {"rate_card": None, "catalogue": CATALOGUE_TEXT}) == (
+    assert refusal(approved_rate_card, {"rate_card": None, "catalogue": CATALOGUE_TEXT}) == (
         "rate_card policy: not a rate card (schema 'wattlease.rate-card/1')"
     )
