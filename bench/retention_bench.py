@@ -29,12 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.ops_pages import production_django, seed_fleet  # noqa: E402
+from bench.ops_pages import SAMPLE_MS, production_django, seed_fleet  # noqa: E402
+from ledger.units import MS_PER_DAY as DAY_MS  # noqa: E402
+from ledger.units import MS_PER_MINUTE as QUOTE_MS  # noqa: E402  (a quote a minute)
 
-DAY_MS = 86_400_000
-SAMPLE_MS = 10_000
-QUOTE_MS = 60_000
-GPUS_PER_NODE = 8
 READINGS_ARGS_CHARS = 48 * 80  # a quote's 48 readings as CSV rows, in RecordAttestation's args
 
 
