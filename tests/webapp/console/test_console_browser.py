@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from ledger import money
 from ledger.audit.receipt import verify_receipt
@@ -87,7 +87,7 @@ def _login(
     page.fill("#id_username", user)
     page.fill("#id_password", password)
     page.locator("[type=submit]").first.click()
-    page.wait_for_load_state()
+    page.wait_for_url(lambda url: "/login/" not in url)  # the POST answered with a redirect
     return page
 
 
@@ -376,12 +376,12 @@ def test_every_page_in_both_languages_at_both_widths_is_accessible(browser, demo
     page.select_option("#language-select", "zh-hans")
     page.focus("#language-go")
     page.keyboard.press("Enter")
-    page.wait_for_load_state()
-    assert page.locator("html").get_attribute("lang") == "zh-hans"
+    # the form posts and is redirected back to this same URL: wait for the page it answers
+    # (wait_for_load_state could return for the page already loaded, before the POST started)
+    expect(page.locator("html")).to_have_attribute("lang", "zh-hans")
     assert "租户控制台" in page.locator("h1").inner_text()
     page.select_option("#language-select", "en")
     page.click("#language-go")
-    page.wait_for_load_state()
-    assert page.locator("h1").inner_text() == "Tenant console"
+    expect(page.locator("h1")).to_have_text("Tenant console")
     assert failures == []
     assert problems == []
