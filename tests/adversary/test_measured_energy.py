@@ -73,5 +73,42 @@ def test_a_line_citing_fewer_readings_than_its_batch_holds_is_refused(line):
     client, terms, start, rows = line
     [batch] = batches_of(rows)
     short = [readings.Batch(batch.gpu, batch.digest, batch.rows - 1)]
-    with pytest.raises(EndorsementError, match=r"\[settle\.telemetry_rows\] batch"):
+    with pytest.raises(EndorsementError) as refused:
         submit(client, terms, start, DRAWN_MJ, short)
+    assert str(refused.value).endswith(
+        f"[settle.telemetry_rows] batch {batch.digest} of GPU {GPU} cites 2 readings; the "
+        "ledger holds 3"
+    ), str(refused.value)
+
+
+def test_a_line_over_two_gpus_counts_each_gpus_own_increases(ledger_env, node_tpm, boot_policy):
+    """Each GPU's counter is its own: two GPUs read at the same instants add their own
+    increases (the GPUs' counters never mix, and every cited batch counts)."""
+    client = ledger_env.clients[ORG1]
+    other = "GPU-f"
+    register_node(client, node_tpm, "n1", 0, [(GPU, H100), (other, H100)])
+    start = now_ms() - 2 * HOUR_MS
+    rows = {
+        **counter_readings([GPU], [(start, 0), (start + HOUR_MS, DRAWN_MJ)]),
+        **counter_readings([other], [(start, 5 * DRAWN_MJ), (start + HOUR_MS, 5 * DRAWN_MJ + 7)]),
+    }
+    att = attest(client, node_tpm, "n1", 0, rows)["attestation_id"]
+    lease = client.submit("CreateLease", lease_request("L", [GPU, other], [att], start_ms=start))
+    terms = json.loads(lease.payload)["terms"]
+    assert submit(client, terms, start, DRAWN_MJ + 7, batches_of(rows))["measured_mj"] == (
+        DRAWN_MJ + 7
+    )
+
+
+def test_two_attested_batches_that_disagree_on_an_instant_are_refused(line, node_tpm):
+    """A node's root user has its TPM attest a second batch that reads its counter again at
+    an instant the first already covered, higher: a line citing both is refused, whichever
+    reading it would have preferred."""
+    client, terms, start, rows = line
+    again = counter_readings([GPU], [(start + HOUR_MS, DRAWN_MJ + 5), (start + 90 * 60_000, 0)])
+    assert attest(client, node_tpm, "n1", 0, again)["valid"]
+    with pytest.raises(EndorsementError) as refused:
+        submit(client, terms, start, DRAWN_MJ, [*batches_of(rows), *batches_of(again)])
+    assert str(refused.value).endswith(
+        f"[settle.telemetry_conflict] GPU {GPU}: two readings at t_ms {start + HOUR_MS} disagree"
+    ), str(refused.value)
