@@ -22,11 +22,12 @@ from chaincode_client.interface import EndorsementError
 from ledger.contract import args, ek_binding, governance
 from ledger.units import NS_PER_S
 from tests.ledger.conftest import ORG1, ORG2
-from tests.ledger.helpers import H100, refusal, register_node
+from tests.ledger.helpers import A100, H100, refusal, register_node
 from tests.ledger.test_ek_binding import (
     approve_ek_roots,
     enrolment,
     new_registrars,
+    nvml_name,
 )
 from tests.ledger.test_governance import admin, approve, propose
 
@@ -134,7 +135,7 @@ def test_at_most_four_intermediates_each_base64():
         assert refusal(ek_binding._b64_list, {"ek_intermediates": value}, "ek_intermediates") == (
             too_many
         )
-    for item in ("not base64!", 7, None):
+    for item in ("not base64!", "AAAA AAAA", "AAAA\n", 7, None):  # strictly the alphabet
         assert refusal(ek_binding._b64_list, {"ek_intermediates": [item]}, "ek_intermediates") == (
             "[args.invalid] ek_binding.ek_intermediates: items must be base64"
         )
@@ -384,3 +385,33 @@ def test_without_ek_roots_a_binding_is_refused_and_with_them_one_is_required(
         "(ek_binding: EK certificate chain and every organisation registrar's AK certificate "
         "after its credential activation); a self-made key proves nothing"
     )
+
+
+def test_a_binding_is_an_object(honest, node_tpm):
+    client, _, enrolled = honest
+    assert refused(client, node_tpm, {**enrolled, "ek_binding": ["x"]}) == (
+        "[args.invalid] ek_binding: must be an object"
+    )
+
+
+def test_every_gpu_registered_as_another_generation_is_named(ledger_env, node_tpm, boot_policy):
+    registrars = approve_ek_roots(ledger_env, node_tpm)
+    reported = [("GPU-a", A100), ("GPU-b", A100)]
+    enrolled = enrolment(registrars, node_tpm, "n1", 0, reported)
+    with pytest.raises(EndorsementError) as caught:
+        register_node(
+            ledger_env.clients[ORG1],
+            node_tpm,
+            "n1",
+            0,
+            [("GPU-a", H100), ("GPU-b", H100)],
+            enrolment=enrolled,
+        )
+    each = (
+        f"the node reported '{nvml_name(A100)}', which is not a {H100} (the driver names it "
+        f"[{nvml_name(H100)!r}])"
+    )
+    assert str(caught.value).endswith(
+        "[enrol.generation_mismatch] registered generations differ from what the node's GPUs "
+        f"report: GPU-a: {each}; GPU-b: {each}"
+    ), str(caught.value)
