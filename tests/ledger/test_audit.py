@@ -278,7 +278,9 @@ def test_lease_receipt_rechecks_offline_and_detects_edits(chain, tmp_path):
     assert any("envelope does not hash to its place" in d for d in found), found
     assert any("ENDORSEMENT_POLICY_FAILURE" in d for d in found), found
     total = line["total_micro"] - 1
-    assert any(f"settlement total_micro {total + 1} != recomputed {total}" in d for d in found)
+    settle = receipt["transactions"][-1]
+    where = f"block {settle['block']} tx {settle['txnum']} ({settle['tx_id']})"
+    assert f"{where}: settlement total_micro {total + 1} != recomputed {total}" in found, found
     assert verify_receipt({"config": 1}, roots)[0].startswith("receipt is malformed")
 
 
