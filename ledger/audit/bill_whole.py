@@ -134,8 +134,9 @@ def _duplicates(lines: list[dict[str, Any]]) -> list[str]:
     for (lease, seq), n in sorted(Counter((i["lease"], i["seq"]) for i in lines).items()):
         if n > 1:
             out.append(f"[bill.duplicate_line] lease {lease} line {seq} is listed {n} times")
-    txs = Counter(i["evidence"].get("tx_id") for i in lines if isinstance(i.get("evidence"), dict))
-    for tx_id, n in sorted((t, n) for t, n in txs.items() if isinstance(t, str)):
+    named = [i["evidence"].get("tx_id") for i in lines if isinstance(i.get("evidence"), dict)]
+    txs = Counter(t for t in named if isinstance(t, str))  # any other value: no transaction
+    for tx_id, n in sorted(txs.items()):
         if n > 1:
             out.append(f"[bill.duplicate_line] transaction {tx_id} is named by {n} lines")
     return out

@@ -103,6 +103,28 @@ def test_an_edited_field_is_refused(billed, tmp_path, path, value):
     assert any(r.startswith(f"[bill.field] {'.'.join(path)} ") for r in verdicts[1].reasons)
 
 
+def test_rates_that_are_not_an_object_are_refused_whole(billed, tmp_path):
+    bill = billed.bill(TENANT_A, ["L1"])
+    bill["lines"][1]["rates"] = "cheap"
+    verdicts = audit(billed, tmp_path, bill)
+    assert verdicts[1].reasons == ["[bill.field] rates cheap differs from the ledger's an object"]
+
+
+def test_a_line_pointing_at_another_lines_settle_or_at_no_transaction_is_refused(billed, tmp_path):
+    bill = billed.bill(TENANT_A, ["L1"])
+    first_tx = bill["lines"][0]["evidence"]["tx_id"]
+    bill["lines"][1]["evidence"]["tx_id"] = first_tx
+    verdicts = audit(billed, tmp_path / "other", bill)
+    assert verdicts[1].reasons == [
+        f"[bill.other_line] tx {first_tx} settled L1 line 0, not this one"
+    ]
+    bill["lines"][1]["evidence"]["tx_id"] = [first_tx]
+    verdicts = audit(billed, tmp_path / "none", bill)
+    assert verdicts[1].reasons == [
+        f"[bill.not_settle] the receipt has no transaction {[first_tx]!r}"
+    ]
+
+
 def test_a_line_of_another_tenants_lease_is_refused(billed, tmp_path):
     bill = billed.bill(TENANT_A, ["L1"])
     other = billed.bill(TENANT_B, ["L2"])["lines"][0]  # its receipt beside the others

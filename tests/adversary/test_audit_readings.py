@@ -67,7 +67,12 @@ def test_readings_that_disagree_with_themselves_or_are_missing_are_named(billed,
     assert verdicts[0].reasons[-1] == (
         f"[bill.readings] readings of line 0: GPU GPU-a: two readings at t_ms {t_ms} disagree"
     )
-    assert "GPU GPU-a: 1 readings in no batch" in verdicts[0].reasons[0]
+    [batch] = [readings.Batch(**b) for b in billed.lines["L1"][0]["telemetry_batches"]]
+    both = readings.split_batches(readings.parse_rows(twice), [batch])
+    assert len(both) == 2 and both[1] == "GPU GPU-a: 1 readings in no batch"
+    assert verdicts[0].reasons[0] == (
+        "[bill.readings] readings hash to other batches than the ledger's: " + "; ".join(both)
+    )
     assert verdicts[1].reasons == [
         f"[bill.readings] readings of line 1: [Errno 2] No such file or directory: "
         f"'{tmp_path / 'readings' / 'L1' / '1.csv'}'"

@@ -170,6 +170,12 @@ def test_lines_without_evidence_or_a_transaction_id_are_not_duplicates():
     plain["lines"][0]["evidence"] = "none"
     plain["lines"][1]["evidence"] = {"tx_id": None}
     assert bill_defects(plain, TENANT, {"L1": LINES}) == []
+    # an id of any other type names no transaction, however often, and breaks nothing
+    for other in (["L1-0"], {"id": "L1-0"}, 7):
+        odd = bill(("L1", 0, 7), ("L1", 1, 8))
+        for line in odd["lines"]:
+            line["evidence"]["tx_id"] = other
+        assert bill_defects(odd, TENANT, {"L1": LINES}) == []
 
 
 def test_a_bill_of_the_wrong_shape_is_named_field_by_field():
