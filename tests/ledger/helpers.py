@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from attest import readings
 from chaincode_client.governance import decide
-from chaincode_client.interface import LedgerClient
+from chaincode_client.interface import EndorsementError, LedgerClient
 from ledger import money
 from ledger.contract import bill_line as schema
 from ledger.contract.state import ContractError
@@ -321,6 +322,21 @@ def node_ak_b64(node_id: str) -> str:
     """`software_ak_b64` of one node, the same on every call: one AK, one node (the ledger
     refuses an AK another node holds: [enrol.ak_taken])."""
     return software_ak_b64()
+
+
+REASON_START = re.compile(r"\[[a-z_]+\.[a-z_]+\] ")
+
+
+def endorsement_refusal(call: Any, *arguments: Any) -> str:
+    """The contract's whole refusal of `call(*arguments)` (a submit or evaluate): the last
+    reason-coded message of the EndorsementError it raises, as on Fabric the error lists
+    every endorsing peer's (the same message)."""
+    try:
+        call(*arguments)
+    except EndorsementError as refused:
+        message = str(refused)
+        return message[[m.start() for m in REASON_START.finditer(message)][-1] :]
+    raise AssertionError(f"{getattr(call, '__name__', call)} was not refused")
 
 
 def refusal(call: Any, *arguments: Any, **keywords: Any) -> str:

@@ -9,9 +9,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-
-from chaincode_client.interface import EndorsementError
 from ledger.contract import args
 from tests.ledger.conftest import ORG1, ORG2
 from tests.ledger.helpers import (
@@ -21,6 +18,7 @@ from tests.ledger.helpers import (
     attest,
     batches_of,
     counter_readings,
+    endorsement_refusal,
     js,
     lease_request,
     now_ms,
@@ -34,16 +32,6 @@ from tests.ledger.test_contract import (  # noqa: F401  (fleet: a fixture)
 
 HOUR_MS = 3_600_000
 HOUR_MJ = 1_000_000_000  # what GPU-a's counter rises by in an hour here
-REASON = re.compile(r"\[[a-z_]+\.[a-z_]+\] ")
-
-
-def refusal(call, *arguments) -> str:
-    """The last reason-coded message of the EndorsementError `call` raises (on Fabric the
-    error lists every endorsing peer's, the same)."""
-    with pytest.raises(EndorsementError) as caught:
-        call(*arguments)
-    message = str(caught.value)
-    return message[[m.start() for m in REASON.finditer(message)][-1] :]
 
 
 def test_a_revocation_records_its_transaction_and_reason_and_the_key_never_returns(
@@ -51,13 +39,13 @@ def test_a_revocation_records_its_transaction_and_reason_and_the_key_never_retur
     fleet,  # noqa: F811
 ):
     org1, org2 = ledger_env.clients[ORG1], ledger_env.clients[ORG2]
-    assert refusal(org2.submit, "RevokeAK", js({"node_id": "n1"})) == (
+    assert endorsement_refusal(org2.submit, "RevokeAK", js({"node_id": "n1"})) == (
         "[org.not_owner] node n1 belongs to Org1MSP; the caller is Org2MSP"
     )
     for reason in ("r" * (args.MAX_TEXT_LEN + 1), 7):
-        assert refusal(org1.submit, "RevokeAK", js({"node_id": "n1", "reason": reason})) == (
-            f"[args.invalid] reason: must be a string of <= {args.MAX_TEXT_LEN} chars"
-        )
+        assert endorsement_refusal(
+            org1.submit, "RevokeAK", js({"node_id": "n1", "reason": reason})
+        ) == (f"[args.invalid] reason: must be a string of <= {args.MAX_TEXT_LEN} chars")
     longest = "r" * args.MAX_TEXT_LEN
     receipt = org1.submit("RevokeAK", js({"node_id": "n1", "reason": longest}))
     node = json.loads(receipt.payload)
@@ -81,7 +69,7 @@ def test_a_revocation_records_its_transaction_and_reason_and_the_key_never_retur
     assert re.fullmatch(
         r"\[enrol\.ak_revoked\] AK [0-9a-f]{16}\.\.\. of node n1 was revoked: a revoked key "
         r"never returns, the node registers a new AK",
-        refusal(org1.submit, "RegisterNode", js(request)),
+        endorsement_refusal(org1.submit, "RegisterNode", js(request)),
     )
 
 
@@ -115,7 +103,7 @@ def test_lines_are_kept_by_their_own_sequence_and_a_changed_retry_names_each_dif
     changed = settle_request(
         "L1", 1, terms, start + HOUR_MS, start + 2 * HOUR_MS, HOUR_MJ, final=True, batches=[]
     )
-    assert refusal(client.submit, "Settle", js(changed)).startswith(
+    assert endorsement_refusal(client.submit, "Settle", js(changed)).startswith(
         "[settle.duplicate] settlement L1#1 already recorded with different final, "
     )
 
@@ -138,7 +126,7 @@ def test_an_end_records_its_transaction_and_moment_and_the_gpu_names_its_lease(
     assert abs(ended["ended_ns"] // 1_000_000 - now_ms()) < 60_000  # the proposal's time
     assert json.loads(client.evaluate("GetLease", js({"lease_id": "L1"}))) == ended
     # its time stays sold: a lease from before the end is refused, naming L1
-    assert refusal(
+    assert endorsement_refusal(
         client.submit,
         "CreateLease",
         lease_request("L2", ["GPU-a"], [fleet["n1"]], start_ms=end_ms - 1),
@@ -159,7 +147,7 @@ def test_a_migration_records_what_moved_when_and_by_which_transaction(
     settle_first_hour(client, fleet["tpm"], start, 0)
     billed = start + HOUR_MS
     early = migrate_request(["GPU-c"], fleet["n1"], start_ms=billed - 1)
-    assert refusal(client.submit, "MigrateLease", early) == (
+    assert endorsement_refusal(client.submit, "MigrateLease", early) == (
         f"[terms.start] the move at {billed - 1} precedes what is already billed or priced "
         f"(until {billed})"
     )
@@ -183,7 +171,7 @@ def test_a_migration_records_what_moved_when_and_by_which_transaction(
     # the same move again is a retry: the same record, nothing written
     assert json.loads(client.submit("MigrateLease", request).payload) == moved
     # GPU-a was let go at the move: its time before it stays L1's
-    assert refusal(
+    assert endorsement_refusal(
         client.submit,
         "CreateLease",
         lease_request("L2", ["GPU-a"], [fleet["n1"]], start_ms=billed - 1),

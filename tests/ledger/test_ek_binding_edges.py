@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import re
 
 import pytest
 from cryptography import x509
@@ -22,7 +21,13 @@ from chaincode_client.interface import EndorsementError
 from ledger.contract import args, ek_binding, governance
 from ledger.units import NS_PER_S
 from tests.ledger.conftest import ORG1, ORG2
-from tests.ledger.helpers import A100, H100, refusal, register_node
+from tests.ledger.helpers import (
+    A100,
+    H100,
+    endorsement_refusal,
+    refusal,
+    register_node,
+)
 from tests.ledger.test_ek_binding import (
     approve_ek_roots,
     enrolment,
@@ -158,16 +163,13 @@ def honest(ledger_env, node_tpm, boot_policy):
     return ledger_env.clients[ORG1], registrars, enrolled
 
 
-REASON = re.compile(r"\[[a-z_]+\.[a-z_]+\] ")
-
-
 def refused(client, node_tpm, enrolled: dict, org: str = ORG1) -> str:
-    """The whole refusal of n1's registration with `enrolled`: the last reason-coded message
-    of the error (on Fabric the error lists every endorsing peer's, the same)."""
-    with pytest.raises(EndorsementError) as caught:
-        register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)], org=org, enrolment=enrolled)
-    message = str(caught.value)
-    return message[[m.start() for m in REASON.finditer(message)][-1] :]
+    """The whole refusal of n1's registration with `enrolled`."""
+    return endorsement_refusal(
+        lambda: register_node(
+            client, node_tpm, "n1", 0, [("GPU-a", H100)], org=org, enrolment=enrolled
+        )
+    )
 
 
 def with_certificates(enrolled: dict, certificates) -> dict:
