@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 from attest import readings
 from chaincode_client.governance import decide
-from chaincode_client.interface import EndorsementError, LedgerClient
+from chaincode_client.interface import REASON_RE, EndorsementError, LedgerClient
 from ledger import money
 from ledger.contract import bill_line as schema
 from ledger.contract.state import ContractError
@@ -324,18 +323,16 @@ def node_ak_b64(node_id: str) -> str:
     return software_ak_b64()
 
 
-REASON_START = re.compile(r"\[[a-z_]+\.[a-z_]+\] ")
-
-
-def endorsement_refusal(call: Any, *arguments: Any) -> str:
-    """The contract's whole refusal of `call(*arguments)` (a submit or evaluate): the last
+def endorsement_refusal(call: Any, *arguments: Any, **keywords: Any) -> str:
+    """The contract's whole refusal of `call(*arguments, **keywords)` (a submit, an evaluate or
+    a helper that makes one): the last
     reason-coded message of the EndorsementError it raises, as on Fabric the error lists
     every endorsing peer's (the same message)."""
     try:
-        call(*arguments)
+        call(*arguments, **keywords)
     except EndorsementError as refused:
         message = str(refused)
-        return message[[m.start() for m in REASON_START.finditer(message)][-1] :]
+        return message[[m.start() for m in REASON_RE.finditer(message)][-1] :]
     raise AssertionError(f"{getattr(call, '__name__', call)} was not refused")
 
 
