@@ -18,7 +18,7 @@ from scheduler.telemetry.sample import CSV_FIELDS, TelemetrySample
 from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.fleet.models import GPU, Node
 from webapp.fleet.models import TelemetrySample as StoredSample
-from webapp.fleet.telemetry import record_samples
+from webapp.fleet.telemetry import gpu_refs, record_samples
 
 # what one quote may bind: the readings travel whole to the ledger (RecordAttestation)
 MAX_TELEMETRY_CHARS = readings.MAX_QUOTED_READINGS_CHARS
@@ -66,8 +66,9 @@ def keep(attestation: Attestation, groups: dict[str, list[readings.Reading]]) ->
     quote bound, and the telemetry is refused (TelemetryRefused names the GPU)."""
     if not groups:
         return
-    by_uuid = dict(GPU.objects.filter(uuid__in=groups).values_list("uuid", "id"))
-    record_samples(samples(r for rows in groups.values() for r in rows))
+    refs = gpu_refs(groups)  # once, for the samples and their batches
+    by_uuid = {uuid: ref.id for uuid, ref in refs.items()}
+    record_samples(samples(r for rows in groups.values() for r in rows), refs)
     batches = [
         TelemetryBatch(
             attestation=attestation,

@@ -6,8 +6,9 @@ Sources (NVML on GPU hosts, a replayed trace elsewhere) yield scheduler Telemetr
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db.models import Count, F, Max, Q, Sum
 
@@ -31,20 +32,37 @@ class Recorded:
     unknown_gpus: frozenset[str]
 
 
-def record_samples(samples: Iterable[Sample]) -> Recorded:
+class GpuRef(NamedTuple):
+    """What storing and announcing a GPU's readings needs of its row."""
+
+    id: int
+    generation: str  # the catalogue's id, which the dashboards draw readings by
+
+
+def gpu_refs(uuids: Iterable[str]) -> dict[str, GpuRef]:
+    """{uuid: GpuRef} of the fleet's GPUs among `uuids`, in one query."""
+    rows = GPU.objects.filter(uuid__in=set(uuids)).values_list(
+        "uuid", "id", "generation__catalogue_id"
+    )
+    return {uuid: GpuRef(gpu_id, generation) for uuid, gpu_id, generation in rows}
+
+
+def record_samples(samples: Iterable[Sample], gpus: Mapping[str, GpuRef] | None = None) -> Recorded:
+    """Store the samples of GPUs the fleet knows (each (GPU, instant) once) and report the
+    rest. `gpus`: the samples' GPUs, where the caller has already looked them up (gpu_refs)."""
     samples = list(samples)
     # the GPUs these samples name, not the fleet's: one quote's readings cost the same at
     # 40 GPUs and at 10,000
-    gpu_ids = dict(GPU.objects.filter(uuid__in={s.gpu for s in samples}).values_list("uuid", "id"))
+    refs = gpu_refs(s.gpu for s in samples) if gpus is None else gpus
     rows, unknown = [], set()
     for s in samples:
-        gpu_id = gpu_ids.get(s.gpu)
-        if gpu_id is None:
+        ref = refs.get(s.gpu)
+        if ref is None:
             unknown.add(s.gpu)
             continue
         rows.append(
             TelemetrySample(
-                gpu_id=gpu_id,
+                gpu_id=ref.id,
                 t_ms=s.t_ms,
                 energy_mj=s.energy_mj,
                 power_mw=s.power_mw,
@@ -57,7 +75,7 @@ def record_samples(samples: Iterable[Sample]) -> Recorded:
     TelemetrySample.objects.bulk_create(rows, batch_size=BATCH, ignore_conflicts=True)
     if rows:
         # the samples are committed: tell the dashboards first, then keep the rollups
-        _publish(rows, {v: k for k, v in gpu_ids.items()})
+        _publish(rows, {ref.id: (uuid, ref.generation) for uuid, ref in refs.items()})
         times = [row.t_ms for row in rows]
         touched = {row.gpu_id for row in rows}
         update_hours(touched, min(times), max(times))
@@ -65,25 +83,20 @@ def record_samples(samples: Iterable[Sample]) -> Recorded:
     return Recorded(stored=len(rows), unknown_gpus=frozenset(unknown))
 
 
-def _publish(rows: list[TelemetrySample], uuids: dict[int, str]) -> None:
+def _publish(rows: list[TelemetrySample], gpus: dict[int, tuple[str, str]]) -> None:
     """Tell open dashboards about the new readings, the readings themselves (with their
     GPU's generation, which the pages draw them by) when few enough to travel in one
-    message (pages then draw them without asking)."""
+    message (pages then draw them without asking). `gpus`: {id: (uuid, generation)}."""
     readings = None
     if len(rows) <= LIVE_EVENT_MAX_SAMPLES:
-        generation = dict(
-            GPU.objects.filter(pk__in={r.gpu_id for r in rows}).values_list(
-                "id", "generation__catalogue_id"
-            )
-        )
         readings = [
             [
-                uuids[r.gpu_id],
+                gpus[r.gpu_id][0],
                 r.t_ms,
                 r.util_gpu_pct,
                 r.util_mem_pct,
                 r.power_mw,
-                generation[r.gpu_id],
+                gpus[r.gpu_id][1],
             ]
             for r in rows
         ]
