@@ -1,11 +1,12 @@
 """Where one `GET /api/v1/leases/` (a tenant with 20 leases) spends its CPU, in-process.
 
-    python bench/web_profile.py [--requests 2000] [--cprofile]
+    python bench/web_profile.py [--requests 2000] [--cprofile] [--path /bench/bare-leases/]
 
 Production settings on a private PostgreSQL and Redis (tests/services.py), the request sent
 through Django's test client (the whole middleware stack, DRF authentication, throttles,
 serialisation, JSON logs), one thread: prints CPU microseconds per request, the SQL queries
 and Redis round trips one request makes, and with `--cprofile` the functions that cost most.
+`--path /bench/bare-leases/` profiles the web bench's baseline (bench/bare_view.py) instead.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 INNER = "WATTLEASE_WEB_PROFILE_INNER"
-PATH = "/api/v1/leases/"
+LIST_PATH = "/api/v1/leases/"
 TOP_FUNCTIONS = 35
 
 
@@ -42,7 +43,7 @@ def outer(argv: list[str]) -> None:
         subprocess.run([sys.executable, __file__, *argv], cwd=ROOT, env=env, check=True)
 
 
-def inner(requests: int, profile: bool) -> None:
+def inner(requests: int, profile: bool, path: str) -> None:
     import logging
 
     import django
@@ -61,7 +62,7 @@ def inner(requests: int, profile: bool) -> None:
     key = seed(int(os.environ[INNER]))
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
     for _ in range(50):  # warm: imports, caches, connections
-        assert client.get(PATH).status_code == 200
+        assert client.get(path).status_code == 200
     if os.environ.get("WEB_PROFILE_GC_FREEZE"):
         import gc
 
@@ -70,7 +71,7 @@ def inner(requests: int, profile: bool) -> None:
         if os.environ.get("WEB_PROFILE_GC_GEN0"):
             gc.set_threshold(int(os.environ["WEB_PROFILE_GC_GEN0"]), 10, 10)
     with CaptureQueriesContext(connection) as queries:
-        client.get(PATH)
+        client.get(path)
     print(f"SQL queries per request: {len(queries)}")
     for query in queries.captured_queries:
         print("   ", query["sql"][:140])
@@ -79,7 +80,7 @@ def inner(requests: int, profile: bool) -> None:
     if profiler:
         profiler.enable()
     for _ in range(requests):
-        client.get(PATH)
+        client.get(path)
     if profiler:
         profiler.disable()
     cpu, wall = time.process_time() - started_cpu, time.perf_counter() - started
@@ -99,9 +100,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--cprofile", action="store_true")
+    parser.add_argument("--path", default=LIST_PATH, help="the URL (default: %(default)s)")
     args = parser.parse_args()
     if INNER in os.environ:
-        inner(args.requests, args.cprofile)
+        inner(args.requests, args.cprofile, args.path)
     else:
         outer(sys.argv[1:])
 
