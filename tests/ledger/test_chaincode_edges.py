@@ -73,6 +73,25 @@ def test_a_revocation_records_its_transaction_and_reason_and_the_key_never_retur
     )
 
 
+def test_a_migration_to_another_nodes_gpus_relies_on_that_nodes_attestation(
+    ledger_env,
+    fleet,  # noqa: F811
+):
+    """The lease names the quotes it now relies on: the new GPUs' node's, not the old one's
+    (a receipt gathers the attestations a lease names: ledger.audit.receipt)."""
+    client = ledger_env.clients[ORG1]
+    created = lease(client, "L1", ["GPU-c"], [fleet["n1"]], generation=A100)  # n1's A100
+    assert created["attestation_ids"] == [fleet["n1"]]
+    moved = json.loads(
+        client.submit("MigrateLease", migrate_request(["GPU-d"], fleet["n2"], H100)).payload
+    )  # to n2's H100
+    assert (moved["gpus"], moved["attestation_ids"]) == (
+        [{"uuid": "GPU-d", "generation": H100, "node_id": "n2"}],
+        [fleet["n2"]],
+    )
+    assert json.loads(client.evaluate("GetLease", js({"lease_id": "L1"}))) == moved
+
+
 def settle_first_hour(client, tpm, start: int, seq: int = 0, **overrides) -> dict:
     """Bill hour `seq` of L1 (on GPU-a since `start`), its readings attested first."""
     begin = start + seq * HOUR_MS
@@ -170,6 +189,11 @@ def test_a_migration_records_what_moved_when_and_by_which_transaction(
     assert json.loads(client.evaluate("GetLease", js({"lease_id": "L1"}))) == moved
     # the same move again is a retry: the same record, nothing written
     assert json.loads(client.submit("MigrateLease", request).payload) == moved
+    # other GPUs asked with the terms already recorded are no retry: the terms' rule refuses
+    other_gpus = js({**json.loads(request), "gpus": ["GPU-a"]})
+    assert endorsement_refusal(client.submit, "MigrateLease", other_gpus) == (
+        f"[terms.generation] GPUs ['GPU-a'] are not {A100}"
+    )
     # GPU-a was let go at the move: its time before it stays L1's
     assert endorsement_refusal(
         client.submit,
