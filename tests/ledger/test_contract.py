@@ -424,7 +424,10 @@ def test_settle_rejects_wrong_amount_unknown_lease_and_other_org(ledger_env, fle
         client.submit("Settle", first_hour(terms, total_micro=1))
     with pytest.raises(EndorsementError, match="lease L9 does not exist"):
         client.submit("Settle", first_hour(terms, lease_id="L9"))
-    with pytest.raises(EndorsementError, match="belongs to Org1MSP"):
+    with pytest.raises(
+        EndorsementError,
+        match=r"\[org\.not_owner\] lease L1 belongs to Org1MSP; the caller is Org2MSP",
+    ):
         ledger_env.clients[ORG2].submit("Settle", first_hour(terms))
     with pytest.raises(EndorsementError, match="floats are not accepted"):
         client.submit("Settle", first_hour(terms, total_micro=62500.0))
