@@ -36,18 +36,8 @@ from ledger.units import MS_PER_MINUTE as QUOTE_MS  # noqa: E402  (a quote a min
 READINGS_ARGS_CHARS = 48 * 80  # a quote's 48 readings as CSV rows, in RecordAttestation's args
 
 
-def write_day(cursor, first_ms: int) -> None:
-    """One day of what the agent path writes, for every node and GPU, from `first_ms`."""
-    last_ms = first_ms + DAY_MS - 1
-    cursor.execute(
-        """
-        INSERT INTO fleet_telemetrysample (gpu_id, t_ms, energy_mj, power_mw, util_gpu_pct,
-                                           util_mem_pct, temp_c)
-        SELECT g.id, t, t * 300, 300000 + (t / 10000 %% 7) * 1000, 60, 30, 55
-        FROM fleet_gpu g CROSS JOIN generate_series(%s::bigint, %s::bigint, %s) t
-        """,
-        [first_ms, last_ms, SAMPLE_MS],
-    )
+def write_attestations(cursor, first_ms: int, last_ms: int) -> None:
+    """Every node's quote a minute from `first_ms` to `last_ms`: valid, with its clock."""
     cursor.execute(
         """
         INSERT INTO attestation_attestation (node_id, created, nonce, valid, reasons, quote,
@@ -64,6 +54,38 @@ def write_day(cursor, first_ms: int) -> None:
         """,
         [first_ms, last_ms, QUOTE_MS],
     )
+
+
+def write_quote_audit(cursor, first_ms: int) -> None:
+    """The two audit rows of each quote written since `first_ms`."""
+    cursor.execute(
+        """
+        INSERT INTO core_auditevent (created, actor, action, object_type, object_id, data)
+        SELECT a.created, 'node:' || a.node_id, x.action, x.type, x.id,
+               jsonb_build_object('valid', true, 'codes', '[]'::jsonb, 'ledger_id', a.ledger_tx)
+        FROM attestation_attestation a
+        CROSS JOIN LATERAL (VALUES ('node.attested', 'node', a.node_id::text),
+                                   ('attestation.recorded', 'attestation', a.id::text))
+            AS x(action, type, id)
+        WHERE a.created >= to_timestamp(%s / 1000.0)
+        """,
+        [first_ms],
+    )
+
+
+def write_day(cursor, first_ms: int) -> None:
+    """One day of what the agent path writes, for every node and GPU, from `first_ms`."""
+    last_ms = first_ms + DAY_MS - 1
+    cursor.execute(
+        """
+        INSERT INTO fleet_telemetrysample (gpu_id, t_ms, energy_mj, power_mw, util_gpu_pct,
+                                           util_mem_pct, temp_c)
+        SELECT g.id, t, t * 300, 300000 + (t / 10000 %% 7) * 1000, 60, 30, 55
+        FROM fleet_gpu g CROSS JOIN generate_series(%s::bigint, %s::bigint, %s) t
+        """,
+        [first_ms, last_ms, SAMPLE_MS],
+    )
+    write_attestations(cursor, first_ms, last_ms)
     cursor.execute(
         """
         INSERT INTO attestation_telemetrybatch (attestation_id, gpu_id, digest, first_ms,
@@ -85,19 +107,7 @@ def write_day(cursor, first_ms: int) -> None:
         """,
         [first_ms],
     )
-    cursor.execute(
-        """
-        INSERT INTO core_auditevent (created, actor, action, object_type, object_id, data)
-        SELECT a.created, 'node:' || a.node_id, x.action, x.type, x.id,
-               jsonb_build_object('valid', true, 'codes', '[]'::jsonb, 'ledger_id', a.ledger_tx)
-        FROM attestation_attestation a
-        CROSS JOIN LATERAL (VALUES ('node.attested', 'node', a.node_id::text),
-                                   ('attestation.recorded', 'attestation', a.id::text))
-            AS x(action, type, id)
-        WHERE a.created >= to_timestamp(%s / 1000.0)
-        """,
-        [first_ms],
-    )
+    write_quote_audit(cursor, first_ms)
     cursor.execute(
         """
         INSERT INTO outbox_outboxentry (business_key, function, args, status, attempts,
