@@ -4,6 +4,7 @@ what DRF's general paths answer, in fewer queries."""
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 
 from rest_framework import serializers
@@ -39,6 +40,24 @@ def test_fast_lease_output_is_drfs_output(owner, fleet):
     served = owner.client.get(f"/api/v1/leases/{settled.pk}/").json()
     assert len(served["settlements"]) == 1 and len(served["gpus"]) == 2
     assert served["hours"] == "1.00" and served["started"].endswith("Z")
+
+
+def _to_the_millisecond(document: dict) -> dict:
+    """DRF writes a time to the microsecond, Django's JSON encoder to the millisecond."""
+    return json.loads(re.sub(r'(\.\d{3})\d{3}Z"', r'\1Z"', json.dumps(document)))
+
+
+def test_the_web_benchs_bare_baseline_answers_the_lists_document(owner, fleet, settings):
+    """bench/bare_view.py is the web bench's measure of this stack without DRF: it must
+    serve what the list serves, or the comparison measures less work."""
+    leases.settled(leases.active(owner.tenant, fleet.gpus[:2]))
+    Lease.objects.create(tenant=owner.tenant, gpu_count=1, precision="FP32", hours=Decimal("2.5"))
+    listed = owner.client.get("/api/v1/leases/").json()
+    settings.ROOT_URLCONF = "bench.bare_view"
+    bare = owner.client.get("/bench/bare-leases/").json()
+    assert [len(lease["gpus"]) for lease in listed["results"]] == [0, 2]
+    assert [len(lease["settlements"]) for lease in listed["results"]] == [0, 1]
+    assert _to_the_millisecond(bare) == _to_the_millisecond(listed)
 
 
 def test_a_page_and_its_count_take_one_query(owner, django_assert_num_queries):
