@@ -21,6 +21,7 @@ from webapp.attestation.actions.enrolment import (
     start_enrolment,
 )
 from webapp.attestation.actions.quotes import (
+    challenge_ahead,
     challenge_issued,
     issue_challenge,
     mark_stale,
@@ -37,6 +38,7 @@ __all__ = [
     "EnrolmentRefused",
     "InventoryQuote",
     "Pruned",
+    "challenge_ahead",
     "challenge_issued",
     "finish_enrolment",
     "issue_challenge",

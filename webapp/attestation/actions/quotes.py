@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from attest.nonces import NonceRecord, NonceRegistry
@@ -16,6 +18,7 @@ from attest.pcrfile import PcrValues
 from attest.readings import qualifying_data
 from attest.verdict import SEVERITY_INFO
 from attest.verifier import verify_quote
+from ledger.contract.challenges import window_s
 from ledger.units import NS_PER_S
 from webapp.attestation import health
 from webapp.attestation import telemetry as node_telemetry
@@ -27,9 +30,11 @@ from webapp.fleet.models import Node
 from webapp.outbox.records import (
     attestation_answered,
     challenge_requested,
+    pcr_policy_document,
 )
 
 CHALLENGE_MARGIN_S = 10  # a challenge this close to expiry is not handed out: no time to quote
+CHALLENGE_LEAD_S = 10  # a running agent's next challenge is asked for this long before it comes
 
 
 def registry() -> NonceRegistry:
@@ -54,6 +59,45 @@ def issue_challenge(node: Node) -> bytes | None:
             return bytes.fromhex(open_challenge.value)
         challenge_requested(node)
     return None
+
+
+def challenge_ahead(now=None) -> int:
+    """Ask the ledger for the next challenge of each node whose agent is due within
+    CHALLENGE_LEAD_S (its last good quote about ATTESTATION_INTERVAL_S ago) and has none open,
+    so that its request is answered at once, not with a 202 and polls while the relay commits
+    IssueChallenge. Returns how many were asked for.
+
+    A node whose agent missed its round by more than the lead gets none (it asks itself when
+    it comes back), nor one whose policy's challenge window would close before the agent came.
+    The ledger counts an attestation's age from its challenge's issue, so a challenge issued
+    ahead makes the next attestation look older by at most the lead, never younger."""
+    now = now or timezone.now()
+    due = now - timedelta(seconds=settings.ATTESTATION_INTERVAL_S)
+    lead = timedelta(seconds=CHALLENGE_LEAD_S)
+    open_challenge = Nonce.objects.filter(
+        subject=OuterRef("name"),
+        consumed=False,
+        expires_at__gt=now.timestamp() + CHALLENGE_MARGIN_S,
+    )
+    due_soon = (
+        Node.objects.filter(
+            status=Node.ACTIVE,
+            trust=Node.TRUSTED,
+            last_good_attestation__lte=due + lead,
+            last_good_attestation__gt=due - lead,
+        )
+        .exclude(Exists(open_challenge))
+        .select_related("pcr_policy")
+    )
+    shortest_window_s = CHALLENGE_LEAD_S + 2 * CHALLENGE_MARGIN_S
+    asked = 0
+    for node in due_soon:
+        if window_s(pcr_policy_document(node.pcr_policy)) < shortest_window_s:
+            continue
+        with transaction.atomic():
+            challenge_requested(node)
+        asked += 1
+    return asked
 
 
 def challenge_issued(challenge: dict) -> None:

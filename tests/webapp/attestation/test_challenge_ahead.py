@@ -1,0 +1,151 @@
+"""The attestation watch asks the ledger for a running agent's next challenge shortly before
+the agent comes for it, so the agent's request is answered at once (actions.challenge_ahead)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.utils import timezone
+
+from webapp.attestation import actions
+from webapp.attestation.actions.quotes import CHALLENGE_LEAD_S
+from webapp.attestation.models import Attestation, Nonce
+from webapp.fleet.models import Node
+from webapp.outbox.models import OutboxEntry
+
+LEAD = timedelta(seconds=CHALLENGE_LEAD_S)
+TICK = timedelta(microseconds=1)
+
+
+def challenges_asked() -> int:
+    return OutboxEntry.objects.filter(function="IssueChallenge").count()
+
+
+@pytest.fixture
+def quoted(fleet):
+    """fleet.node, whose last good quote was one attestation interval before `due`."""
+    node = fleet.node
+    node.last_good_attestation = timezone.now() - timedelta(hours=1)
+    node.save()
+    return node
+
+
+def due(node):
+    return node.last_good_attestation + timedelta(seconds=settings.ATTESTATION_INTERVAL_S)
+
+
+@pytest.mark.parametrize(
+    "offset, asked",
+    [
+        (-LEAD - TICK, 0),  # not yet due within the lead
+        (-LEAD, 1),  # due within the lead: asked for
+        (TICK, 1),  # just overdue
+        (LEAD - TICK, 1),
+        (LEAD, 0),  # missed its round by the lead: its agent asks itself when it comes back
+    ],
+)
+def test_a_node_is_challenged_ahead_only_when_its_round_is_within_the_lead(quoted, offset, asked):
+    assert actions.challenge_ahead(now=due(quoted) + offset) == asked
+    assert challenges_asked() == asked
+    if asked:
+        entry = OutboxEntry.objects.get(function="IssueChallenge")
+        assert entry.args == {"node_id": quoted.name}
+        assert entry.status == OutboxEntry.PENDING
+
+
+def test_one_challenge_in_flight_is_not_asked_for_twice(quoted):
+    now = due(quoted)
+    actions.challenge_ahead(now=now)
+    actions.challenge_ahead(now=now)
+    assert challenges_asked() == 1
+
+
+def test_a_node_with_an_open_challenge_is_not_asked_again(quoted):
+    now = due(quoted)
+    Nonce.objects.create(
+        value="ab" * 32,
+        subject=quoted.name,
+        expires_at=now.timestamp() + actions.quotes.CHALLENGE_MARGIN_S + 1,
+    )
+    assert actions.challenge_ahead(now=now) == 0
+
+
+@pytest.mark.parametrize(
+    "nonce",
+    [
+        {"subject": "node-2"},  # another node's
+        {"consumed": True},  # answered
+        {"expires_in_s": 0},  # closing: no time left to quote
+    ],
+)
+def test_a_challenge_the_agent_could_not_use_does_not_count_as_open(quoted, nonce):
+    now = due(quoted)
+    Nonce.objects.create(
+        value="cd" * 32,
+        subject=nonce.get("subject", quoted.name),
+        consumed=nonce.get("consumed", False),
+        expires_at=now.timestamp()
+        + actions.quotes.CHALLENGE_MARGIN_S
+        + nonce.get("expires_in_s", 60),
+    )
+    assert actions.challenge_ahead(now=now) == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"trust": Node.FAILED},  # its last quote failed: it is not leasable on its next one
+        {"trust": Node.STALE},
+        {"status": Node.ENROLLING},  # its AK was revoked
+        {"last_good_attestation": None},
+    ],
+)
+def test_only_a_trusted_active_node_with_a_good_quote_is_challenged_ahead(quoted, change):
+    now = due(quoted)
+    Node.objects.filter(pk=quoted.pk).update(**change)
+    assert actions.challenge_ahead(now=now) == 0
+
+
+def test_no_challenge_ahead_when_the_policys_window_would_close_before_the_agent_comes(quoted):
+    policy = quoted.pcr_policy
+    policy.max_age_s = CHALLENGE_LEAD_S + 2 * actions.quotes.CHALLENGE_MARGIN_S - 1
+    policy.save()
+    assert actions.challenge_ahead(now=due(quoted)) == 0
+    policy.max_age_s += 1
+    policy.save()
+    assert actions.challenge_ahead(now=due(quoted)) == 1
+
+
+def test_the_watch_asks_for_the_challenges_due(transactional_db, quoted):
+    quoted.last_good_attestation = timezone.now() - timedelta(
+        seconds=settings.ATTESTATION_INTERVAL_S - CHALLENGE_LEAD_S / 2
+    )
+    quoted.save()
+    out = StringIO()
+    call_command("attestation_watch", "--once", stdout=out)
+    assert "challenges asked ahead 1" in out.getvalue()
+    assert challenges_asked() == 1
+
+
+def test_an_agent_challenged_ahead_gets_its_nonce_at_once_and_quotes_over_it(
+    attested_node, node_agent, fleet
+):
+    """The whole path: the ledger issues the challenge ahead (the relay commits it), the
+    agent's first request is answered with it, the quote over it is valid."""
+    node = Node.objects.get(pk=fleet.node.pk)
+    assert actions.challenge_ahead(now=due(node) - LEAD) == 1
+    deadline = time.monotonic() + 30
+    while not Nonce.objects.filter(subject=node.name, consumed=False).exists():
+        assert time.monotonic() < deadline, OutboxEntry.objects.values("function", "last_error")
+        time.sleep(0.1)
+    issued = Nonce.objects.get(subject=node.name, consumed=False)
+    challenge = node_agent.api.post("challenge/")  # no 202: the first answer has the nonce
+    assert challenge["nonce"] == issued.value
+    assert node_agent.attest()["valid"]
+    newest = Attestation.objects.filter(node=node).order_by("-created", "-pk").first()
+    assert newest.nonce == issued.value
