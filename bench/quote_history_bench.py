@@ -77,7 +77,7 @@ def seed_history(gpus: int, days: int) -> list:
 
 def time_reads(nodes: list, samples: int) -> dict:
     from webapp.attestation import selectors
-    from webapp.attestation.health import recorded_clock
+    from webapp.attestation.health import clocked_since_enrolment, recorded_clock
 
     reads = {"recorded_clock": recorded_clock, "latest": selectors.latest}
     healthy = [n for n in nodes if n.pk % FAILING_EVERY]
@@ -94,8 +94,7 @@ def time_reads(nodes: list, samples: int) -> dict:
             times.append((time.perf_counter() - started) * 1000)
         out[f"{name} ({group} nodes)"] = {"p50_ms": round(percentile(times, 0.5), 2),
                      "p99_ms": round(percentile(times, 0.99), 2)}  # fmt: skip
-    newest_valid = failing[0].attestations.filter(valid=True).exclude(clock={})
-    plan = newest_valid.order_by("-created", "-pk")[:1].explain(analyze=True, costs=False)
+    plan = clocked_since_enrolment(failing[0])[:1].explain(analyze=True, costs=False)
     out["plan_newest_valid"] = plan.splitlines()
     return out
 

@@ -6,10 +6,11 @@ against the clock the node recorded since its enrolment (`recorded_clock`)."""
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Exists, Q, QuerySet, Subquery
 
 from attest import clock as clock_policy
 from attest.verdict import SEVERITY_ERROR, ClockInfo, Reason
-from webapp.attestation.models import NodeEvent
+from webapp.attestation.models import Attestation, NodeEvent
 from webapp.core.events import audit, publish_on_commit
 from webapp.core.models import AuditEvent
 from webapp.fleet.models import Node
@@ -26,18 +27,22 @@ def recorded_clock(node: Node) -> ClockInfo | None:
     """The clock attest.clock compares a quote with: that of the node's newest valid
     attestation since its AK was enrolled, as the ledger's CLOCK record holds it (written by
     each valid RecordAttestation, cleared by RegisterNode)."""
-    enrolled = (
-        AuditEvent.objects.filter(
-            action=ENROLLED_ACTION, object_type="node", object_id=str(node.pk)
-        )
-        .values_list("created", flat=True)
-        .first()
-    )
-    quotes = node.attestations.filter(valid=True).exclude(clock={})
-    if enrolled is not None:
-        quotes = quotes.filter(created__gte=enrolled)
-    newest = quotes.order_by("-created", "-pk").first()
+    newest = clocked_since_enrolment(node).first()
     return ClockInfo.from_dict(newest.clock) if newest else None
+
+
+def clocked_since_enrolment(node: Node) -> QuerySet[Attestation]:
+    """The node's valid attestations with a clock since its AK was last enrolled, newest
+    first: one query (the enrolment's time is a subquery)."""
+    enrolled = AuditEvent.objects.filter(
+        action=ENROLLED_ACTION, object_type="node", object_id=str(node.pk)
+    ).order_by("-created", "-id")[:1]
+    return (
+        node.attestations.filter(valid=True)
+        .exclude(clock={})
+        .filter(Q(created__gte=Subquery(enrolled.values("created"))) | ~Exists(enrolled))
+        .order_by("-created", "-pk")
+    )
 
 
 def record_boot(node: Node, reasons: list[Reason]) -> None:

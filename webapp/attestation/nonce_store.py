@@ -3,7 +3,7 @@ every server process."""
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection
 
 from attest.nonces import NonceRecord
 from webapp.attestation.models import Nonce
@@ -16,12 +16,16 @@ class DbNonceStore:
         )
 
     def take(self, nonce: bytes) -> NonceRecord | None:
-        with transaction.atomic():
-            claimed = Nonce.objects.filter(value=nonce.hex(), consumed=False).update(consumed=True)
-            if not claimed:  # never issued, expired and purged, or another request got it
-                return None
-            row = Nonce.objects.get(value=nonce.hex())
-        return NonceRecord(nonce, row.subject, row.expires_at)
+        """Mark the nonce consumed and return it, in one statement: of two requests with the
+        same nonce, one gets it. None: never issued, expired and purged, or already taken."""
+        with connection.cursor() as cursor:
+            cursor.execute(  # the ORM's update() cannot return the row it changed
+                f"UPDATE {Nonce._meta.db_table} SET consumed = %s "
+                "WHERE value = %s AND NOT consumed RETURNING subject, expires_at",
+                [True, nonce.hex()],
+            )
+            row = cursor.fetchone()
+        return None if row is None else NonceRecord(nonce, row[0], row[1])
 
     def was_consumed(self, nonce: bytes) -> bool:
         return Nonce.objects.filter(value=nonce.hex(), consumed=True).exists()

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
+from django.db.models.fields.json import KT
 from django.utils.text import slugify
 
 from ledger.contract import bill_line
@@ -82,17 +84,34 @@ def node_registered(
     )
 
 
+def challenges_in_flight():
+    """IssueChallenge rows the ledger has not answered yet, with the node each is for
+    (`node_id`, text: filter on it with a name or an OuterRef to one)."""
+    return OutboxEntry.objects.filter(
+        function="IssueChallenge", status__in=[OutboxEntry.PENDING, OutboxEntry.SENDING]
+    ).annotate(node_id=KT("args__node_id"))
+
+
+def _challenge(node_name: str) -> OutboxEntry:
+    # each challenge asked for is a new one, so its key is unique
+    key = f"node:{node_name}:challenge:{uuid.uuid4().hex}"
+    return OutboxEntry(business_key=key, function="IssueChallenge", args={"node_id": node_name})
+
+
 def challenge_requested(node) -> OutboxEntry:
-    """Ask the ledger for an attestation challenge (IssueChallenge), unless one is on its way:
-    each call that finds none in flight is a new challenge, so the key is unique."""
-    prefix = f"node:{node.name}:challenge:"
-    waiting = OutboxEntry.objects.filter(
-        business_key__startswith=prefix,
-        status__in=[OutboxEntry.PENDING, OutboxEntry.SENDING],
-    ).first()
+    """Ask the ledger for an attestation challenge (IssueChallenge), unless one is on its way."""
+    waiting = challenges_in_flight().filter(node_id=node.name).first()
     if waiting is not None:
         return waiting
-    return enqueue(prefix + uuid.uuid4().hex, "IssueChallenge", {"node_id": node.name})
+    entry = _challenge(node.name)
+    entry.save()
+    return entry
+
+
+def challenges_requested(node_names: Iterable[str]) -> list[OutboxEntry]:
+    """A challenge for each of these nodes, in one INSERT: the caller has left out those with
+    one in flight (challenges_in_flight)."""
+    return OutboxEntry.objects.bulk_create([_challenge(name) for name in node_names])
 
 
 def attestation_answered(attestation, readings: dict[str, str]) -> OutboxEntry:

@@ -10,12 +10,15 @@ from io import StringIO
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from webapp.attestation import actions
 from webapp.attestation.actions.quotes import CHALLENGE_LEAD_S
 from webapp.attestation.models import Attestation, Nonce
 from webapp.fleet.models import Node
+from webapp.outbox import records
 from webapp.outbox.models import OutboxEntry
 
 LEAD = timedelta(seconds=CHALLENGE_LEAD_S)
@@ -60,9 +63,35 @@ def test_a_node_is_challenged_ahead_only_when_its_round_is_within_the_lead(quote
 
 def test_one_challenge_in_flight_is_not_asked_for_twice(quoted):
     now = due(quoted)
-    actions.challenge_ahead(now=now)
-    actions.challenge_ahead(now=now)
+    assert actions.challenge_ahead(now=now) == 1
+    assert actions.challenge_ahead(now=now) == 0
     assert challenges_asked() == 1
+
+
+def test_a_challenge_in_flight_for_another_node_does_not_count(quoted):
+    other = Node.objects.create(
+        name="node-2", site=quoted.site, pcr_policy=quoted.pcr_policy, status=Node.ACTIVE
+    )
+    records.challenge_requested(other)
+    assert actions.challenge_ahead(now=due(quoted)) == 1
+
+
+def test_a_pass_costs_the_same_queries_for_one_node_due_as_for_many(quoted):
+    now = due(quoted)
+    with CaptureQueriesContext(connection) as one:
+        assert actions.challenge_ahead(now=now) == 1
+    for i in range(2, 6):
+        Node.objects.create(
+            name=f"node-{i}",
+            site=quoted.site,
+            pcr_policy=quoted.pcr_policy,
+            status=Node.ACTIVE,
+            trust=Node.TRUSTED,
+            last_good_attestation=quoted.last_good_attestation,
+        )
+    with CaptureQueriesContext(connection) as many:
+        assert actions.challenge_ahead(now=now) == 4
+    assert len(many) == len(one)
 
 
 def test_a_node_with_an_open_challenge_is_not_asked_again(quoted):

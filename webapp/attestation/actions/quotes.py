@@ -30,6 +30,8 @@ from webapp.fleet.models import Node
 from webapp.outbox.records import (
     attestation_answered,
     challenge_requested,
+    challenges_in_flight,
+    challenges_requested,
     pcr_policy_document,
 )
 
@@ -63,9 +65,10 @@ def issue_challenge(node: Node) -> bytes | None:
 
 def challenge_ahead(now=None) -> int:
     """Ask the ledger for the next challenge of each node whose agent is due within
-    CHALLENGE_LEAD_S (its last good quote about ATTESTATION_INTERVAL_S ago) and has none open,
-    so that its request is answered at once, not with a 202 and polls while the relay commits
-    IssueChallenge. Returns how many were asked for.
+    CHALLENGE_LEAD_S (its last good quote about ATTESTATION_INTERVAL_S ago) and has none open
+    or on its way, so that its request is answered at once, not with a 202 and polls while
+    the relay commits IssueChallenge. Two queries however many nodes are due; returns how
+    many challenges were asked for.
 
     A node whose agent missed its round by more than the lead gets none (it asks itself when
     it comes back), nor one whose policy's challenge window would close before the agent came.
@@ -87,17 +90,16 @@ def challenge_ahead(now=None) -> int:
             last_good_attestation__gt=due - lead,
         )
         .exclude(Exists(open_challenge))
+        .exclude(Exists(challenges_in_flight().filter(node_id=OuterRef("name"))))
         .select_related("pcr_policy")
     )
     shortest_window_s = CHALLENGE_LEAD_S + 2 * CHALLENGE_MARGIN_S
-    asked = 0
-    for node in due_soon:
-        if window_s(pcr_policy_document(node.pcr_policy)) < shortest_window_s:
-            continue
-        with transaction.atomic():
-            challenge_requested(node)
-        asked += 1
-    return asked
+    names = [
+        node.name
+        for node in due_soon
+        if window_s(pcr_policy_document(node.pcr_policy)) >= shortest_window_s
+    ]
+    return len(challenges_requested(names))
 
 
 def challenge_issued(challenge: dict) -> None:
