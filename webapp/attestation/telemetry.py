@@ -8,6 +8,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
+from typing import NamedTuple
 
 from django.db.models import Max
 
@@ -18,7 +19,7 @@ from scheduler.telemetry.sample import CSV_FIELDS, TelemetrySample
 from webapp.attestation.models import Attestation, TelemetryBatch
 from webapp.fleet.models import GPU, Node
 from webapp.fleet.models import TelemetrySample as StoredSample
-from webapp.fleet.telemetry import gpu_refs, record_samples
+from webapp.fleet.telemetry import GpuRef, gpu_refs, record_samples
 
 # what one quote may bind: the readings travel whole to the ledger (RecordAttestation)
 MAX_TELEMETRY_CHARS = readings.MAX_QUOTED_READINGS_CHARS
@@ -28,8 +29,14 @@ class TelemetryRefused(ValueError):
     """The readings cannot be bound into a quote; the message names the line or GPU."""
 
 
-def parse(node: Node, text: str) -> dict[str, list[readings.Reading]]:
-    """Each GPU's readings in time order, or TelemetryRefused naming what is wrong."""
+class NodeReadings(NamedTuple):
+    groups: dict[str, list[readings.Reading]]  # each GPU's readings, in time order
+    gpus: dict[str, GpuRef]  # those GPUs, every one the node's
+
+
+def parse(node: Node, text: str) -> NodeReadings:
+    """Each GPU's readings in time order and the GPUs, looked up once (keep stores them by
+    it), or TelemetryRefused naming what is wrong."""
     if len(text) > MAX_TELEMETRY_CHARS:
         raise TelemetryRefused(f"telemetry: {len(text)} characters, limit {MAX_TELEMETRY_CHARS}")
     try:
@@ -42,10 +49,11 @@ def parse(node: Node, text: str) -> dict[str, list[readings.Reading]]:
                 parse_row(row.row.encode(), number)  # each value within the sample's range
     except ValueError as exc:
         raise TelemetryRefused(f"telemetry: {exc}") from None
-    foreign = sorted(set(groups) - set(node.gpus.values_list("uuid", flat=True)))
+    gpus = gpu_refs(groups, node=node)
+    foreign = sorted(set(groups) - set(gpus))
     if foreign:
         raise TelemetryRefused(f"telemetry: {foreign} are not GPUs of {node.name}")
-    return groups
+    return NodeReadings(groups, gpus)
 
 
 def digests(groups: dict[str, list[readings.Reading]]) -> dict[str, str]:
@@ -59,14 +67,14 @@ def texts(groups: dict[str, list[readings.Reading]]) -> dict[str, str]:
     return {gpu: "".join(r.row + "\n" for r in rows) for gpu, rows in groups.items()}
 
 
-def keep(attestation: Attestation, groups: dict[str, list[readings.Reading]]) -> None:
+def keep(attestation: Attestation, parsed: NodeReadings) -> None:
     """Store the readings once (fleet.TelemetrySample) and each GPU's batch beside its
     attestation as a reference to them. A reading already stored at the same instant must
     be the same reading: otherwise the stored rows would no longer re-hash to the digest the
     quote bound, and the telemetry is refused (TelemetryRefused names the GPU)."""
+    groups, refs = parsed
     if not groups:
         return
-    refs = gpu_refs(groups)  # once, for the samples and their batches
     by_uuid = {uuid: ref.id for uuid, ref in refs.items()}
     record_samples(samples(r for rows in groups.values() for r in rows), refs)
     batches = [

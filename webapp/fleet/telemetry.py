@@ -18,7 +18,7 @@ from scheduler.telemetry.sample import TelemetrySample as Sample
 from scheduler.telemetry.synthetic import IDLE_UTIL_PCT
 from webapp.core.events import publish_on_commit
 from webapp.fleet import rollups
-from webapp.fleet.models import GPU, GpuHour, TelemetrySample
+from webapp.fleet.models import GPU, GpuHour, Node, TelemetrySample
 from webapp.fleet.partitions import ensure_days
 
 BATCH = 2000
@@ -39,11 +39,12 @@ class GpuRef(NamedTuple):
     generation: str  # the catalogue's id, which the dashboards draw readings by
 
 
-def gpu_refs(uuids: Iterable[str]) -> dict[str, GpuRef]:
-    """{uuid: GpuRef} of the fleet's GPUs among `uuids`, in one query."""
-    rows = GPU.objects.filter(uuid__in=set(uuids)).values_list(
-        "uuid", "id", "generation__catalogue_id"
-    )
+def gpu_refs(uuids: Iterable[str], node: Node | None = None) -> dict[str, GpuRef]:
+    """{uuid: GpuRef} of the fleet's GPUs (`node`'s, if given) among `uuids`, in one query."""
+    gpus = GPU.objects.filter(uuid__in=set(uuids))
+    if node is not None:
+        gpus = gpus.filter(node=node)
+    rows = gpus.values_list("uuid", "id", "generation__catalogue_id")
     return {uuid: GpuRef(gpu_id, generation) for uuid, gpu_id, generation in rows}
 
 

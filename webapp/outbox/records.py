@@ -127,8 +127,12 @@ def attestation_answered(attestation, readings: dict[str, str]) -> OutboxEntry:
     }
     if readings:
         args["readings"] = readings
-    return enqueue(
-        f"attestation:{attestation.node.name}:{attestation.nonce}", "RecordAttestation", args
+    # one INSERT, not enqueue's look-up first: the caller's transaction took the nonce
+    # (NonceRegistry.consume), so no other row has this key
+    return OutboxEntry.objects.create(
+        business_key=f"attestation:{attestation.node.name}:{attestation.nonce}",
+        function="RecordAttestation",
+        args=args,
     )
 
 

@@ -127,10 +127,10 @@ def record_quote(
     sent with it (`telemetry`, canonical CSV rows; docs/billing.md, "Attested telemetry");
     store the verdict and the readings either way."""
     try:
-        batches = node_telemetry.parse(node, telemetry)
+        parsed = node_telemetry.parse(node, telemetry)
     except node_telemetry.TelemetryRefused as refused:
         raise EnrolmentRefused([{"code": "telemetry_refused", "detail": str(refused)}]) from None
-    digests = node_telemetry.digests(batches)
+    digests = node_telemetry.digests(parsed.groups)
     with transaction.atomic():
         node = Node.objects.select_for_update().select_related("pcr_policy").get(pk=node.pk)
         check = registry().consume(nonce, node.name)
@@ -160,7 +160,7 @@ def record_quote(
             clock=verdict.clock.to_dict() if verdict.clock else {},
         )
         try:
-            node_telemetry.keep(attestation, batches)
+            node_telemetry.keep(attestation, parsed)
         except node_telemetry.TelemetryRefused as refused:  # nothing of the quote is kept
             raise EnrolmentRefused(
                 [{"code": "telemetry_refused", "detail": str(refused)}]
@@ -172,7 +172,7 @@ def record_quote(
         node.save(update_fields=["trust", "last_good_attestation"])
         audit(actor, "node.attested", node, valid=verdict.valid, codes=verdict.codes())
         if check.ok:  # the ledger refuses a replayed nonce anyway; don't send one
-            attestation_answered(attestation, node_telemetry.texts(batches))
+            attestation_answered(attestation, node_telemetry.texts(parsed.groups))
         publish_on_commit("node", name=node.name, trust=node.trust)
     return attestation
 
