@@ -3,6 +3,7 @@ the agent comes for it, so the agent's request is answered at once (actions.chal
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
 from io import StringIO
@@ -11,13 +12,16 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from attest.agent.http import AgentApi, attest_once
 from webapp.attestation import actions
 from webapp.attestation.actions.quotes import CHALLENGE_LEAD_S
 from webapp.attestation.models import Attestation, Nonce
 from webapp.fleet.models import Node
+from webapp.fleet.partitions import ensure_days
 from webapp.outbox import records
 from webapp.outbox.models import OutboxEntry
 
@@ -178,3 +182,47 @@ def test_an_agent_challenged_ahead_gets_its_nonce_at_once_and_quotes_over_it(
     assert node_agent.attest()["valid"]
     newest = Attestation.objects.filter(node=node).order_by("-created", "-pk").first()
     assert newest.nonce == issued.value
+
+
+class CountingApi(AgentApi):
+    """The agent API served in this thread, so the statements each request runs are counted
+    (the live server's thread has its own connection)."""
+
+    statements: dict[str, int]
+
+    def post(self, path, payload=None):
+        with CaptureQueriesContext(connection) as queries:
+            response = Client().post(
+                "/api/agent/" + path,
+                data=json.dumps(payload or {}),
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {self.token}",
+            )
+        self.statements[path] = len(queries)
+        return response.json()
+
+
+def test_a_rounds_requests_stay_within_their_statement_budget(attested_node, node_agent, fleet):
+    """A round at fleet size is one challenge request and one quote (docs/benchmarks.md, "10,000
+    GPUs within one core"): their statements, BEGIN and COMMIT included, are what it costs."""
+    node = Node.objects.get(pk=fleet.node.pk)
+    actions.challenge_ahead(now=due(node) - LEAD)
+    deadline = time.monotonic() + 30
+    while not Nonce.objects.filter(subject=node.name, consumed=False).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    api = CountingApi("http://in-process", node_agent.api.token)
+    api.statements = {}
+    start = int(time.time() * 1000) - 60_000
+    readings = "".join(
+        f"{start + k * 10_000},{gpu.uuid},{k * 1000},300000,50,40,60\n"
+        for k in range(6)
+        for gpu in node.gpus.order_by("uuid")
+    )
+    ensure_days(
+        [start]
+    )  # the day's first readings create its partition (PostgreSQL): not a round's cost
+    assert attest_once(node_agent.agent, api, node_agent.ak, readings)["valid"]
+    assert api.statements["challenge/"] <= 4
+    # 17 on SQLite; PostgreSQL adds the partition's look-up (fleet.partitions.ensure_days)
+    assert api.statements["quote/"] <= (18 if connection.vendor == "postgresql" else 17)
