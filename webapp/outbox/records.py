@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db.models.fields.json import KT
+from django.db.models import F, Value
+from django.db.models.functions import Concat
 from django.utils.text import slugify
 
 from ledger.contract import bill_line
@@ -84,12 +85,19 @@ def node_registered(
     )
 
 
-def challenges_in_flight():
-    """IssueChallenge rows the ledger has not answered yet, with the node each is for
-    (`node_id`, text: filter on it with a name or an OuterRef to one)."""
+def challenges_in_flight(node_name: str | F):
+    """The node's IssueChallenge rows the ledger has not answered yet (`node_name`: a name, or
+    an expression such as OuterRef("name")). Matched by key, not by reading `args`: the
+    key is a string on every row, where JSON functions would parse every other row's args."""
+    prefix = (
+        f"node:{node_name}:challenge:"
+        if isinstance(node_name, str)
+        else Concat(Value("node:"), node_name, Value(":challenge:"))
+    )
     return OutboxEntry.objects.filter(
-        function="IssueChallenge", status__in=[OutboxEntry.PENDING, OutboxEntry.SENDING]
-    ).annotate(node_id=KT("args__node_id"))
+        business_key__startswith=prefix,
+        status__in=[OutboxEntry.PENDING, OutboxEntry.SENDING],
+    )
 
 
 def _challenge(node_name: str) -> OutboxEntry:
@@ -100,7 +108,7 @@ def _challenge(node_name: str) -> OutboxEntry:
 
 def challenge_requested(node) -> OutboxEntry:
     """Ask the ledger for an attestation challenge (IssueChallenge), unless one is on its way."""
-    waiting = challenges_in_flight().filter(node_id=node.name).first()
+    waiting = challenges_in_flight(node.name).first()
     if waiting is not None:
         return waiting
     entry = _challenge(node.name)

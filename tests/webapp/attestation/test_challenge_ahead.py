@@ -226,3 +226,14 @@ def test_a_rounds_requests_stay_within_their_statement_budget(attested_node, nod
     assert api.statements["challenge/"] <= 4
     # 17 on SQLite; PostgreSQL adds the partition's look-up (fleet.partitions.ensure_days)
     assert api.statements["quote/"] <= (18 if connection.vendor == "postgresql" else 17)
+
+
+def test_challenges_in_flight_are_found_by_key_without_reading_any_rows_args(quoted):
+    """The outbox holds every kind of row; SQLite's JSON functions fail on args they cannot
+    parse (the demo's NaN), so finding a node's challenges must not read args at all."""
+    with CaptureQueriesContext(connection) as queries:
+        actions.challenge_ahead(now=due(quoted))
+        records.challenge_requested(quoted)
+    conditions = [q["sql"].split(" WHERE ", 1)[1] for q in queries if " WHERE " in q["sql"]]
+    assert conditions
+    assert not [c for c in conditions if "args" in c]

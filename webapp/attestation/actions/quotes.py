@@ -90,7 +90,7 @@ def challenge_ahead(now=None) -> int:
             last_good_attestation__gt=due - lead,
         )
         .exclude(Exists(open_challenge))
-        .exclude(Exists(challenges_in_flight().filter(node_id=OuterRef("name"))))
+        .exclude(Exists(challenges_in_flight(OuterRef("name"))))
         .select_related("pcr_policy")
     )
     shortest_window_s = CHALLENGE_LEAD_S + 2 * CHALLENGE_MARGIN_S
