@@ -229,8 +229,10 @@ def test_a_rounds_requests_stay_within_their_statement_budget(attested_node, nod
 
 
 def test_challenges_in_flight_are_found_by_key_without_reading_any_rows_args(quoted):
-    """The outbox holds every kind of row; SQLite's JSON functions fail on args they cannot
-    parse (the demo's NaN), so finding a node's challenges must not read args at all."""
+    """Looking a node's challenges up by a key of `args` went wrong on SQLite: Django compared
+    the extracted key as JSON, JSON_EXTRACT('<node name>', '$'), and SQLite refused the name as
+    malformed JSON as soon as a challenge was in flight (the demo's agents got a 500). The key
+    is a plain string on every row; the look-up reads no JSON."""
     with CaptureQueriesContext(connection) as queries:
         actions.challenge_ahead(now=due(quoted))
         records.challenge_requested(quoted)
