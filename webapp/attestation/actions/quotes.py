@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from attest.nonces import NonceRecord, NonceRegistry
@@ -43,6 +43,15 @@ def registry() -> NonceRegistry:
     return NonceRegistry(DbNonceStore(), clock=time.time)
 
 
+def open_challenges(subject: str | F, now_s: float):
+    """The challenges the ledger issued for a node (`subject`: its name, or an expression
+    such as OuterRef("name")) that its agent may still be handed at `now_s`: not answered,
+    and not closing within CHALLENGE_MARGIN_S."""
+    return Nonce.objects.filter(
+        subject=subject, consumed=False, expires_at__gt=now_s + CHALLENGE_MARGIN_S
+    )
+
+
 def issue_challenge(node: Node) -> bytes | None:
     """The nonce of the node's open ledger challenge, or None while the ledger is issuing one.
 
@@ -51,12 +60,7 @@ def issue_challenge(node: Node) -> bytes | None:
     if node.status != Node.ACTIVE or not node.ak_public:
         raise EnrolmentRefused([{"code": "not_enrolled", "detail": f"{node} has no AK"}])
     with transaction.atomic():
-        usable_until = time.time() + CHALLENGE_MARGIN_S
-        open_challenge = (
-            Nonce.objects.filter(subject=node.name, consumed=False, expires_at__gt=usable_until)
-            .order_by("-expires_at")
-            .first()
-        )
+        open_challenge = open_challenges(node.name, time.time()).order_by("-expires_at").first()
         if open_challenge is not None:
             return bytes.fromhex(open_challenge.value)
         challenge_requested(node)
@@ -77,11 +81,6 @@ def challenge_ahead(now=None) -> int:
     now = now or timezone.now()
     due = now - timedelta(seconds=settings.ATTESTATION_INTERVAL_S)
     lead = timedelta(seconds=CHALLENGE_LEAD_S)
-    open_challenge = Nonce.objects.filter(
-        subject=OuterRef("name"),
-        consumed=False,
-        expires_at__gt=now.timestamp() + CHALLENGE_MARGIN_S,
-    )
     due_soon = (
         Node.objects.filter(
             status=Node.ACTIVE,
@@ -89,7 +88,7 @@ def challenge_ahead(now=None) -> int:
             last_good_attestation__lte=due + lead,
             last_good_attestation__gt=due - lead,
         )
-        .exclude(Exists(open_challenge))
+        .exclude(Exists(open_challenges(OuterRef("name"), now.timestamp())))
         .exclude(Exists(challenges_in_flight(OuterRef("name"))))
         .select_related("pcr_policy")
     )
