@@ -12,10 +12,13 @@ VENV_STAMP := $(VENV)/.installed-$(LOCK_HASH)
 # build; postgresql/redis-server: the production-path services the tests start privately;
 # chromium: the dashboard's browser tests; fonts-wqy-microhei: Chinese glyphs for the
 # pages in Chinese it renders; gettext: compiling the pages' translations (webapp/locale,
-# `make messages`); golang-go is not listed (Go 1.26 ships with the
+# `make messages`); slurmctld/slurmd/slurmdbd/slurm-client/munge/mariadb-server: the Slurm
+# cluster whose access control a lease is (the tests start one privately:
+# scheduler/grants/local_cluster.py); golang-go is not listed (Go 1.26 ships with the
 # machine image; Debian's is too old for Fabric 2.5).
 SYSTEM_PACKAGES := swtpm swtpm-tools tpm2-tools libtss2-dev pkg-config gcc python3-venv \
-	python3-dev postgresql redis-server chromium fonts-wqy-microhei gettext ca-certificates curl
+	python3-dev postgresql redis-server chromium fonts-wqy-microhei gettext ca-certificates curl \
+	slurmctld slurmd slurmdbd slurm-client munge mariadb-server
 
 .PHONY: demo test setup system-packages lint check clean screenshots observability messages mutation
 

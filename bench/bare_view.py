@@ -21,13 +21,16 @@ from rest_framework.request import Request
 from webapp.core.api.pagination import DEFAULT_PAGE_SIZE as PAGE
 from webapp.core.api.throttling import CallerRateThrottle, ClientAddressRateThrottle
 from webapp.leasing.api.serializers import LeaseSerializer, SettlementSerializer
+from webapp.leasing.grants import FIELDS as GRANT_FIELDS
+from webapp.leasing.grants import grant_document
 from webapp.leasing.models import Lease, Settlement
 from webapp.tenancy.authentication import ApiKeyAuthentication
 from webapp.tenancy.querysets import restrict_to_tenant
 from webapp.urls import urlpatterns as app_urls
 
 RELATIONS = ("gpus", "settlements")
-FIELDS = [f for f in LeaseSerializer.Meta.fields if f not in RELATIONS]
+COMPUTED = ("cluster",)  # the lease's grant, made of GRANT_FIELDS by grant_document
+FIELDS = [f for f in LeaseSerializer.Meta.fields if f not in (*RELATIONS, *COMPUTED)]
 LINE_FIELDS = SettlementSerializer.Meta.fields
 TOTAL = "_total"
 UNAUTHORIZED, TOO_MANY = 401, 429
@@ -46,7 +49,9 @@ def bare_leases(request: HttpRequest) -> JsonResponse:
         if not throttle.allow_request(drf, None):
             return JsonResponse({"detail": "slow down"}, status=TOO_MANY)
     leases = restrict_to_tenant(Lease.objects.order_by("-created"), drf.user)
-    rows = list(leases.annotate(**{TOTAL: Window(Count("*"))}).values(*FIELDS, TOTAL)[:PAGE])
+    rows = list(
+        leases.annotate(**{TOTAL: Window(Count("*"))}).values(*FIELDS, *GRANT_FIELDS, TOTAL)[:PAGE]
+    )
     ids = [row["id"] for row in rows]
     gpus, lines = defaultdict(list), defaultdict(list)
     held = Lease.gpus.through.objects.filter(lease_id__in=ids)
@@ -60,6 +65,7 @@ def bare_leases(request: HttpRequest) -> JsonResponse:
     for row in rows:
         del row[TOTAL]
         row["gpus"], row["settlements"] = gpus[row["id"]], lines[row["id"]]
+        row["cluster"] = grant_document(**{name: row.pop(name) for name in GRANT_FIELDS})
     following = None  # the list's link to its next page, when the tenant has more leases
     if total > PAGE:
         following = request.build_absolute_uri(f"{request.path}?limit={PAGE}&offset={PAGE}")

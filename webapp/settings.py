@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "webapp.core",
     "webapp.tenancy",
     "webapp.fleet",
+    "webapp.cluster",
     "webapp.attestation",
     "webapp.leasing",
     "webapp.outbox",
@@ -161,6 +162,14 @@ LEASE_WORKER_INTERVAL_S = env_int("LEASE_WORKER_INTERVAL_S", 5, minimum=1)
 # each quote, so by default: two attestation intervals).
 TELEMETRY_SETTLE_WAIT_S = env_int("TELEMETRY_SETTLE_WAIT_S", 2 * ATTESTATION_INTERVAL_S, minimum=0)
 LEASE_HOUR_S = env_int("LEASE_HOUR_S", 3600, minimum=1)
+# The cluster whose access control a lease is (webapp/cluster, docs/operations.md,
+# "Connecting a Slurm cluster"): "slurm" grants each lease as a Slurm allocation of exactly
+# its GPUs and drains nodes whose attestation fails; "none" records leases without granting
+# them anywhere (a ledger-only deployment, and most tests).
+CLUSTER_BACKEND = env_choice("CLUSTER_BACKEND", "none", ("none", "slurm"))
+SLURM_CONF = env_str("SLURM_CONF", "")  # the cluster's slurm.conf ("": Slurm's default)
+SLURM_PARTITION = env_str("SLURM_PARTITION", "gpu")
+SLURM_BIN_DIR = env_str("SLURM_BIN_DIR", "")  # where sbatch & co. are ("": PATH)
 # Telemetry retention (docs/operations.md, "Telemetry retention"): whole UTC days of readings
 # kept (the readings bill lines cite are kept as long as the lines), days of hourly rollups
 # kept for the dashboards, partitions created ahead, and how often `telemetry_retention` runs.

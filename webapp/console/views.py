@@ -24,7 +24,7 @@ from webapp.console.progress import progress_pct
 from webapp.core.templatetags.units import word
 from webapp.fleet.models import GPU, Generation
 from webapp.fleet.telemetry import samples_between
-from webapp.leasing import actions, bill_audit, quote, scheduling, states, story
+from webapp.leasing import actions, bill_audit, grants, quote, scheduling, states, story
 from webapp.leasing import bills as bill_lines
 from webapp.leasing import selectors as lease_reads
 from webapp.leasing.api.serializers import LeaseRequestSerializer
@@ -97,7 +97,17 @@ def lease_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "can_end": lease.state in states.ENDABLE,
         "can_cancel": lease.state in states.CANCELLABLE,
         "bill": bill_lines.bill(lease.settlements.all(), tenant=lease.tenant.slug),
+        "cluster": grants.grant_view(lease),
+        "jobs": None,
+        "jobs_error": "",
     }
+    if lease.grants:
+        try:
+            context["jobs"] = grants.lease_jobs(lease)
+        except grants.ClusterError as exc:
+            context["jobs_error"] = _(
+                "The cluster could not be asked for the lease's jobs: %(why)s"
+            ) % {"why": exc}
     bill_audit.add_verdicts(context["bill"]["lines"])
     return render(request, "console/lease.html", context)
 
@@ -121,6 +131,7 @@ def lease_request(request: HttpRequest) -> HttpResponse:
                 lease = actions.request_lease(
                     request.membership.tenant,  # type: ignore[attr-defined]
                     actor=_actor(request),
+                    member=request.membership,  # type: ignore[attr-defined]
                     **form.validated_data,
                 )
             except actions.LeaseError as refused:  # above the tenant's entitlement or quota

@@ -16,12 +16,14 @@ from ledger.contract import bill_line
 from ledger.units import ms_of
 from scheduler.api import IntervalSettlement
 from webapp.attestation.models import Attestation
+from webapp.cluster import actions as cluster
+from webapp.cluster.actions import Granted
 from webapp.core.events import audit, publish_on_commit
 from webapp.fleet.models import GPU
 from webapp.leasing import entitlements, states
 from webapp.leasing.models import Lease, Settlement
 from webapp.outbox import records
-from webapp.tenancy.models import Tenant
+from webapp.tenancy.models import Membership, Tenant
 
 MAX_GPUS_PER_LEASE = 64
 MAX_LEASE_HOURS = Decimal(24 * 366)
@@ -49,12 +51,23 @@ def request_lease(
     priority: int = 0,
     single_node: bool = True,
     min_memory_gb: int = 0,
+    cluster_user: str = "",
+    member: Membership | None = None,
     actor: str,
 ) -> Lease:
+    """A tenant asks for GPUs. Where a cluster grants leases, the lease is held there by
+    `cluster_user` (one of the tenant's members'; else the asking member's own, else the
+    tenant's first owner's): one that maps to no member is refused here, and audited."""
     if not 1 <= gpu_count <= MAX_GPUS_PER_LEASE:
         raise LeaseError(f"gpu_count={gpu_count} must be between 1 and {MAX_GPUS_PER_LEASE}")
     if not Decimal(0) < Decimal(hours) <= MAX_LEASE_HOURS:
         raise LeaseError(f"hours={hours} must be positive and at most {MAX_LEASE_HOURS}")
+    if cluster.backend() is not None:
+        try:
+            cluster_user = cluster.cluster_user_for(tenant, cluster_user, member=member)
+        except cluster.ClusterUserRefused as refused:
+            audit(actor, "lease.refused", tenant, code=refused.code, reason=str(refused))
+            raise LeaseError(str(refused), code=refused.code) from None
     with transaction.atomic():
         tenant = Tenant.objects.select_for_update().get(pk=tenant.pk)
         try:
@@ -69,6 +82,7 @@ def request_lease(
             priority=priority,
             single_node=single_node,
             min_memory_gb=min_memory_gb,
+            cluster_user=cluster_user,
         )
         audit(
             actor,
@@ -119,6 +133,12 @@ def _claim_gpus(lease: Lease, gpus: Sequence[GPU]) -> None:
         raise GpuUnavailable(f"GPUs already leased: {', '.join(taken)}")
 
 
+def _grant_fields(granted: Granted | None) -> dict[str, Any]:
+    if granted is None:
+        return {}
+    return {"cluster_user": granted.user, "grants": granted.grants, "granted": granted.at}
+
+
 def place_lease(
     lease: Lease,
     gpus: Sequence[GPU],
@@ -127,10 +147,12 @@ def place_lease(
     terms: dict[str, Any],
     attestations: Sequence[Attestation],
     actor: str,
+    granted: Granted | None = None,
 ) -> Lease:
     """Put the lease on `gpus` at `terms` (the ledger's lease terms, which it re-checks),
     relying on `attestations` (the latest good quote of each node involved), which the
-    ledger re-checks for freshness when it records the lease."""
+    ledger re-checks for freshness when it records the lease. `granted`: the cluster's grant
+    of exactly these GPUs (the terms start when it was granted)."""
     with transaction.atomic():
         _claim_gpus(lease, gpus)
         lease = _transition(
@@ -141,6 +163,7 @@ def place_lease(
             terms=terms,
             price_total_micro=money.Terms.of(terms).quote(),
             reason="",  # no longer waiting
+            **_grant_fields(granted),
         )
         lease.gpus.set(gpus)
         lease.attestations.set(attestations)
@@ -249,6 +272,7 @@ def migrate_lease(
     attestations: Sequence[Attestation],
     moved_at: datetime,
     actor: str,
+    granted: Granted | None = None,
 ) -> Lease:
     """Move a running lease to GPUs of another generation: the rest of the lease runs (and is
     later settled) at the new terms; the interval before the move is settled later at the
@@ -274,10 +298,38 @@ def migrate_lease(
         lease.terms = terms  # from the move on; the interval before it keeps the old terms
         lease.price_total_micro = (lease.price_total_micro or 0) + money.Terms.of(terms).quote()
         lease.interval_started = moved_at
+        for field, value in _grant_fields(granted).items():
+            setattr(lease, field, value)
         lease.save()
         audit(actor, "lease.migrated", lease, to=sorted(g.uuid for g in gpus))
         records.lease_migrated(lease, [a.pk for a in attestations])
         publish_on_commit("lease", id=lease.pk, state=lease.state)
+    return lease
+
+
+def note_revoked(lease: Lease, handles: Sequence[str], *, actor: str) -> bool:
+    """The cluster confirmed the ended lease's grant gone (its jobs stopped). True if written."""
+    with transaction.atomic():
+        lease = Lease.objects.select_for_update().get(pk=lease.pk)
+        if lease.revoked is not None or lease.state in states.RUNNING:
+            return False
+        lease.revoked = timezone.now()
+        lease.save(update_fields=["revoked"])
+        audit(actor, "lease.revoked", lease, handles=list(handles))
+        publish_on_commit("lease", id=lease.pk, state=lease.state)
+    return True
+
+
+def note_regranted(lease: Lease, granted: Granted, *, actor: str) -> Lease:
+    """The cluster lost a running lease's grant on some nodes and granted it again there
+    (reconcile): the lease's grants name the new ones; billing is unchanged (the lease held
+    its GPUs throughout)."""
+    with transaction.atomic():
+        lease = Lease.objects.select_for_update().get(pk=lease.pk)
+        renewed = {g["node"] for g in granted.grants}
+        lease.grants = [g for g in lease.grants if g["node"] not in renewed] + granted.grants
+        lease.save(update_fields=["grants"])
+        audit(actor, "lease.regranted", lease, grants=granted.grants)
     return lease
 
 

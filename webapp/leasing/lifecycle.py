@@ -15,7 +15,9 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from webapp.leasing import actions, scheduling, states
+from scheduler.grants.interface import ClusterError
+from webapp.cluster import actions as cluster
+from webapp.leasing import actions, cluster_drift, scheduling, states
 from webapp.leasing.models import Lease
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,8 @@ class PassResult:
     preempted: int
     ended: int
     settled: int
+    revoked: int = 0
+    repaired: int = 0  # drift between the cluster and the leases, put right
 
     def as_dict(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if v}
@@ -49,7 +53,38 @@ def end_expired(*, actor: str, hour_s: float = SECONDS_PER_HOUR) -> int:
     return ended
 
 
+def revoke_ended(*, actor: str) -> int:
+    """Take the cluster's grant away from every lease that stopped running (ended, cancelled,
+    preempted, failed): its jobs stop within the backend's bound. A cluster that cannot be
+    asked now is asked again next pass; nothing the tenant does keeps a grant alive."""
+    revoked = 0
+    due = Lease.objects.exclude(grants=[]).filter(revoked__isnull=True)
+    for lease in due.exclude(state__in=states.RUNNING).select_related("tenant"):
+        try:
+            handles = cluster.revoke(lease.tenant, str(lease.ledger_id), actor=actor)
+        except ClusterError:
+            log.exception("lease %s: could not revoke its grant; next pass tries again", lease.pk)
+            continue
+        revoked += actions.note_revoked(lease, handles, actor=actor)
+    return revoked
+
+
+def repair_cluster(*, actor: str) -> int:
+    """Gate nodes by their attestation, revoke strays, restore lost grants (cluster_drift)."""
+    try:
+        found = cluster_drift.findings(repair=True, actor=actor)
+    except ClusterError:
+        log.exception("could not compare the cluster with the leases; next pass tries again")
+        return 0
+    for finding in found:
+        (log.info if finding.repaired else log.warning)("cluster: %s", finding)
+    return sum(f.repaired for f in found)
+
+
 def run_pass(*, actor: str, hour_s: float = SECONDS_PER_HOUR) -> PassResult:
+    # revocation first: a pass that then waits on grants never delays an end's
+    revoked = revoke_ended(actor=actor) if cluster.backend() else 0
+    repaired = repair_cluster(actor=actor) if cluster.backend() else 0
     placed = preempted = 0
     # planning reads the whole fleet; with nothing requested there is nothing to place, and
     # preemption only ever makes room for a request (bench/fleet_bench.py: the worker's CPU
@@ -59,9 +94,13 @@ def run_pass(*, actor: str, hour_s: float = SECONDS_PER_HOUR) -> PassResult:
         placed, preempted = len(plan.placements), len(plan.preempted)
     ended = end_expired(actor=actor, hour_s=hour_s)
     settled = scheduling.settle_closed(actor=actor)
+    if ended or preempted:  # what ended in this pass loses its grant now, not next pass
+        revoked += revoke_ended(actor=actor) if cluster.backend() else 0
     return PassResult(
         placed=placed,
         preempted=preempted,
         ended=ended,
         settled=settled,
+        revoked=revoked,
+        repaired=repaired,
     )

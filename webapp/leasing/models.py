@@ -55,6 +55,14 @@ class Lease(models.Model):
     # settled once quotes attest its old GPUs' readings past the move (docs/billing.md,
     # "Migration"), by the worker that settles closed leases. [{gpus, terms, until_ms}]
     unsettled_moves = models.JSONField(default=list, blank=True)
+    # The cluster's grant of the lease (webapp/cluster): who holds it there, the grant on
+    # each node ([{node, handle, gpus}]: a Slurm job id and the GPU uuids it holds), when
+    # the GPUs became usable (the terms start there: billing starts when access does) and
+    # when the grant was confirmed gone.
+    cluster_user = models.CharField(max_length=32, blank=True)
+    grants = models.JSONField(default=list, blank=True)
+    granted = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]

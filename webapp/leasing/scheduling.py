@@ -4,12 +4,13 @@ computed by the scheduler from stored telemetry. No pricing or settlement arithm
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.db import transaction
@@ -19,10 +20,12 @@ from django.utils import timezone
 from ledger.money import from_micro
 from ledger.units import ms_of
 from scheduler import api as scheduler
+from scheduler.grants.interface import ClusterError, GrantRefused
 from scheduler.inputs import measured_power_w, remaining_hours
 from webapp.attestation import selectors as attestations
 from webapp.attestation.models import Attestation
 from webapp.attestation.telemetry import attested_batches, attested_through
+from webapp.cluster import actions as cluster
 from webapp.fleet import rate_card
 from webapp.fleet.models import GPU, Node, Site
 from webapp.fleet.telemetry import latest_by_gpu
@@ -183,12 +186,14 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
     of the pass goes on. Returns the skipped steps' reasons."""
     skipped: list[str] = []
 
-    def attempt(step: str, do: Any) -> None:
+    def attempt(step: str, do: Any) -> bool:
         try:
             do()
         except (states.IllegalTransition, actions.LeaseError) as conflict:
             log.info("placement pass: skipped %s: %s", step, conflict)
             skipped.append(f"{step}: {conflict}")
+            return False
+        return True
 
     for preemption in plan.preempted:
         # the preempting tenant's priority premium (the billing model, ledger/money.py) is
@@ -206,18 +211,65 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
     }
     now = timezone.now()
     for placement in plan.placements:
-        lease = Lease.objects.get(pk=int(placement.job))
+        lease = Lease.objects.select_related("tenant").get(pk=int(placement.job))
         gpus = [by_uuid[uuid] for uuid in placement.gpus]
-        attempt(
+        granted = _grant(lease, gpus, actor=actor)
+        if granted is False:
+            continue
+        start = granted.at if granted else now  # billing starts when access does
+        placed = attempt(
             f"place lease {lease.pk}",
-            lambda lease=lease, gpus=gpus, placement=placement: actions.place_lease(
-                lease, gpus, **_terms(placement, gpus, attested, now), actor=actor
+            lambda lease=lease, gpus=gpus, placement=placement, start=start, granted=granted: (
+                actions.place_lease(
+                    lease,
+                    gpus,
+                    **_terms(placement, gpus, attested, start),
+                    granted=granted,
+                    actor=actor,
+                )
             ),
         )
+        if not placed and granted:  # the GPUs went elsewhere meanwhile: no grant without it
+            _release(lease, granted, actor=actor)
     for unplaced in plan.unplaced:
         lease = Lease.objects.get(pk=int(unplaced.job))
         actions.note_waiting(lease, reason=f"waiting: {unplaced.reason}", actor=actor)
     return skipped
+
+
+def _grant(lease: Lease, gpus: list[GPU], *, actor: str) -> cluster.Granted | None | Literal[False]:
+    """The cluster's grant of exactly `gpus` for the lease, before it is placed (None where no
+    cluster grants leases). False when it could not be had: a refusal fails the lease with
+    the cluster's reason (it never ran, nothing is billed); a cluster that cannot be asked
+    leaves it waiting for the next pass."""
+    if cluster.backend() is None:
+        return None
+    try:
+        return cluster.grant(
+            str(lease.ledger_id),
+            lease.tenant,
+            lease.cluster_user,
+            gpus,
+            hours_s=float(lease.hours) * settings.LEASE_HOUR_S,
+            actor=actor,
+        )
+    except GrantRefused as refused:
+        with contextlib.suppress(states.IllegalTransition):
+            actions.fail_lease(
+                lease, reason=f"the cluster refused the grant: {refused}", actor=actor
+            )
+    except ClusterError as unavailable:
+        actions.note_waiting(lease, reason=f"waiting: the cluster: {unavailable}", actor=actor)
+    return False
+
+
+def _release(lease: Lease, granted: cluster.Granted, *, actor: str) -> None:
+    try:
+        cluster.release(
+            lease.tenant, str(lease.ledger_id), [g["handle"] for g in granted.grants], actor=actor
+        )
+    except ClusterError:
+        log.exception("lease %s: could not release its grant; reconcile will", lease.pk)
 
 
 def preview(**request: Any) -> dict[str, Any]:
@@ -366,8 +418,40 @@ def migrate(lease: Lease, generation: str, *, actor: str) -> Lease:
         reason = planned.unplaced[0].reason if planned.unplaced else "no capacity"
         raise actions.LeaseError(f"lease {lease.pk} cannot move to {generation}: {reason}")
     placement = planned.placements[0]
-    gpus = list(GPU.objects.filter(uuid__in=placement.gpus))
-    now = timezone.now()
-    return actions.migrate_lease(
-        lease, gpus, **_terms(placement, gpus, attested, now), moved_at=now, actor=actor
-    )
+    gpus = list(GPU.objects.filter(uuid__in=placement.gpus).select_related("node", "generation"))
+    old_handles = [g["handle"] for g in lease.grants]
+    granted = None
+    if cluster.backend() is not None:
+        try:  # the new GPUs first: a move the cluster refuses leaves the lease where it is
+            granted = cluster.grant(
+                str(lease.ledger_id),
+                lease.tenant,
+                lease.cluster_user,
+                gpus,
+                hours_s=float(remaining) * settings.LEASE_HOUR_S,
+                actor=actor,
+            )
+        except ClusterError as exc:
+            raise actions.LeaseError(f"lease {lease.pk} cannot move: the cluster: {exc}") from None
+    now = granted.at if granted else timezone.now()
+    try:
+        moved = actions.migrate_lease(
+            lease,
+            gpus,
+            **_terms(placement, gpus, attested, now),
+            moved_at=now,
+            granted=granted,
+            actor=actor,
+        )
+    except BaseException:
+        if granted:
+            _release(lease, granted, actor=actor)
+        raise
+    if granted:  # the old grant goes, and its jobs with it (docs/operations.md, "Migration")
+        new = {g["handle"] for g in granted.grants}
+        stale = [h for h in old_handles if h not in new]
+        try:
+            cluster.release(lease.tenant, str(lease.ledger_id), stale, actor=actor)
+        except ClusterError:
+            log.exception("lease %s: its old grant %s stays until reconcile", lease.pk, stale)
+    return moved

@@ -38,6 +38,11 @@ class Tenant(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def cluster_account(self) -> str:
+        """The tenant's account on the cluster (a Slurm account): its slug."""
+        return self.slug
+
 
 class ApiKey(models.Model):
     READ = "read"
@@ -97,10 +102,25 @@ class Membership(models.Model):
     )
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="members")
     role = models.CharField(max_length=6, choices=ROLES, default=MEMBER)
+    # the member's user on the operator's cluster (Slurm): a lease the member asks for is
+    # held by this user there (docs/operations.md, "Tenants and cluster users")
+    cluster_user = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text="the member's user name on the cluster (Slurm); a cluster user belongs "
+        "to one tenant",
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["tenant", "user"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster_user"],
+                condition=~models.Q(cluster_user=""),
+                name="membership_unique_cluster_user",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} ({self.tenant}, {self.role})"

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from rest_framework import serializers
 
 from webapp.core.api.serializers import FastReadSerializer
 from webapp.fleet.models import Generation
 from webapp.leasing.actions import MAX_GPUS_PER_LEASE, MAX_LEASE_HOURS
+from webapp.leasing.grants import grant_view
 from webapp.leasing.models import PRECISIONS, Lease, Settlement
 
 
@@ -36,6 +38,10 @@ class SettlementSerializer(FastReadSerializer):
 class LeaseSerializer(FastReadSerializer):
     gpus = serializers.SlugRelatedField(many=True, read_only=True, slug_field="uuid")
     settlements = SettlementSerializer(many=True, read_only=True)
+    cluster = serializers.SerializerMethodField(
+        help_text="the lease's grant on the cluster: who holds it, each node's grant (its "
+        "Slurm job id and GPUs) and how to run work inside it"
+    )
 
     class Meta:
         model = Lease
@@ -58,8 +64,12 @@ class LeaseSerializer(FastReadSerializer):
             "started",
             "ended",
             "settlements",
+            "cluster",
         ]
         read_only_fields = fields  # output only: requests go through LeaseRequestSerializer
+
+    def get_cluster(self, lease: Lease) -> dict[str, Any]:
+        return grant_view(lease)
 
 
 class LeaseRequestSerializer(serializers.Serializer):
@@ -71,6 +81,31 @@ class LeaseRequestSerializer(serializers.Serializer):
     priority = serializers.IntegerField(min_value=-100, max_value=100, default=0)
     single_node = serializers.BooleanField(default=True)
     min_memory_gb = serializers.IntegerField(min_value=0, max_value=1024, default=0)
+
+
+class LeaseCreateSerializer(LeaseRequestSerializer):
+    """A lease request: the priced fields, and who holds the lease on the cluster."""
+
+    cluster_user = serializers.RegexField(
+        r"^[a-z_][a-z0-9_-]{0,31}$",
+        required=False,
+        default="",
+        help_text="the cluster (Slurm) user that holds the lease: one of the tenant's members' "
+        "(default: the tenant's first owner's)",
+    )
+
+
+class ClusterJobSerializer(serializers.Serializer):
+    """A job step that ran inside a lease's grant, from the cluster's accounting."""
+
+    job_id = serializers.CharField()
+    user = serializers.CharField()
+    account = serializers.CharField()
+    state = serializers.CharField()
+    start = serializers.IntegerField(allow_null=True, help_text="Unix seconds")
+    end = serializers.IntegerField(allow_null=True, help_text="Unix seconds")
+    gpus = serializers.IntegerField()
+    gpu_seconds = serializers.IntegerField()
 
 
 class PricePreviewSerializer(serializers.Serializer):

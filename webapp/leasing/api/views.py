@@ -13,11 +13,14 @@ from webapp.core.api.serializers import prefetched
 from webapp.core.openapi import ERROR
 from webapp.leasing import actions, bills, scheduling, selectors, states
 from webapp.leasing.api.serializers import (
+    ClusterJobSerializer,
+    LeaseCreateSerializer,
     LeaseRequestSerializer,
     LeaseSerializer,
     MigrateSerializer,
     PricePreviewSerializer,
 )
+from webapp.leasing.grants import ClusterError, lease_jobs
 from webapp.leasing.models import Lease
 from webapp.leasing.receipts import ReceiptUnavailable, lease_receipt
 from webapp.tenancy.authentication import IsTenant
@@ -59,9 +62,9 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     def _actor(self) -> str:
         return str(self.request.user)
 
-    @extend_schema(request=LeaseRequestSerializer, responses={201: LeaseSerializer})
+    @extend_schema(request=LeaseCreateSerializer, responses={201: LeaseSerializer})
     def create(self, request):
-        form = LeaseRequestSerializer(data=request.data)
+        form = LeaseCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
             lease = actions.request_lease(
@@ -124,6 +127,25 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             error = APIException(exc.detail, code="receipt.unavailable")
             error.status_code = exc.status
             raise error from None
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: ClusterJobSerializer(many=True),
+            503: OpenApiResponse(ERROR, "the cluster could not be asked"),
+        },
+    )
+    @action(detail=True, methods=["get"])
+    def jobs(self, request, pk=None):
+        """The job steps that ran inside this lease's grant, from the cluster's accounting
+        (job id, user, state, start, end, GPUs, GPU-seconds): this tenant's lease only."""
+        try:
+            found = lease_jobs(self.get_object())
+        except ClusterError as exc:
+            error = APIException(f"the cluster could not be asked: {exc}", code=exc.code)
+            error.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+            raise error from None
+        return Response(ClusterJobSerializer(found, many=True).data)
 
     @extend_schema(
         parameters=[

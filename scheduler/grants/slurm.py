@@ -1,0 +1,524 @@
+"""The grant interface on Slurm (22.05): a lease's grant is an allocation job.
+
+On each node a lease uses, Wattlease submits (as root or SlurmUser, `sbatch --uid`) a job
+owned by the lease's cluster user, in the tenant's account, that holds exactly the lease's
+GPU slots (`--gres=gpu:<generation>_<index>:1,…`, scheduler/grants/slurm_conf.py) and runs
+nothing but `sleep`. The tenant runs its work as steps inside it (`srun --jobid=<grant>
+--overlap …`): the cgroup gives each step exactly the grant's devices, Slurm lets no other
+user start a step there, and the holder cannot raise the job's time limit. Revocation is
+`scancel`: the grant and every step in it stop within KillWait. Why a job and not a
+reservation: Slurm 22.05 reserves cores and nodes, not particular GRES, so a reservation
+could not say which GPUs of a node are the lease's (docs/operations.md, "The grant").
+
+Every answer is untrusted: squeue, sinfo and sacct are read as JSON (`--json`) and each field
+used is checked for its type; anything else is a ClusterError that names what was wrong."""
+
+from __future__ import annotations
+
+import grp
+import json
+import math
+import os
+import pwd
+import re
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from scheduler.grants import slurm_conf
+from scheduler.grants.interface import (
+    CLUSTER_COMMAND_TIMEOUT_S,
+    GRANT_START_TIMEOUT_S,
+    REVOKE_BOUND_S,
+    ClusterError,
+    ClusterJob,
+    Grant,
+    GrantRefused,
+    GrantRequest,
+    NodeGate,
+)
+
+GRANT_PREFIX = "wattlease"
+POLL_S = 0.1
+SECONDS_PER_MINUTE = 60
+LEASE_RE = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+ACCOUNT_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+NAME_RE = re.compile(rf"^{GRANT_PREFIX}\.([A-Za-z0-9-]{{1,64}})\.([A-Za-z][A-Za-z0-9-]{{0,62}})$")
+GRES_DETAIL_RE = re.compile(r"^gpu:([a-z0-9_]+):(\d+)\(IDX:([0-9,\-]+|N/A)\)$")
+MAX_REASON_CHARS = 200
+# what Slurm's clients say when slurmctld cannot be reached (down, restarting, partitioned)
+UNREACHABLE_RE = re.compile(
+    r"Unable to contact slurm controller|Socket timed out|Zero Bytes were transmitted|"
+    r"Connection refused|Communication connection failure"
+)
+# a grant that is gone: its processes are stopped (COMPLETING still runs the epilog only
+# after the job's processes were signalled; it counts as alive until it ends)
+ALIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "SUSPENDED", "COMPLETING", "RESIZING"})
+HELD = frozenset({"RUNNING", "CONFIGURING"})
+
+
+def grant_name(lease: str, node: str) -> str:
+    if not LEASE_RE.match(lease):
+        raise ValueError(f"lease id {lease!r} is not [A-Za-z0-9-]{{1,64}}")
+    return f"{GRANT_PREFIX}.{lease}.{slurm_conf.check_node_name(node)}"
+
+
+def check_account(account: str) -> str:
+    if not ACCOUNT_RE.match(account):
+        raise GrantRefused(f"account {account!r} is not a Slurm account name ([a-z][a-z0-9_-]*)")
+    return account
+
+
+def check_user(user: str) -> str:
+    if not USER_RE.match(user):
+        raise GrantRefused(f"cluster user {user!r} is not a user name ([a-z_][a-z0-9_-]*)")
+    return user
+
+
+class SlurmBackend:
+    """Grants on one Slurm cluster, driven through its own commands (`SLURM_CONF` names the
+    cluster; `bin_dir` where sbatch & co. are, else PATH)."""
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        *,
+        conf: str | Path | None = None,
+        partition: str = "gpu",
+        bin_dir: str | Path | None = None,
+        timeout_s: float = CLUSTER_COMMAND_TIMEOUT_S,
+        start_timeout_s: float = GRANT_START_TIMEOUT_S,
+        revoke_bound_s: float = REVOKE_BOUND_S,
+        netns: str | None = None,
+    ) -> None:
+        self.conf = Path(conf) if conf else None
+        self.partition = partition
+        self.bin_dir = Path(bin_dir) if bin_dir else None
+        self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.revoke_bound_s = revoke_bound_s
+        # commands run inside this network namespace (the tests' separate hosts)
+        self.netns = netns
+
+    # --- running Slurm's commands ------------------------------------------------------
+
+    def _argv(self, command: str, args: Sequence[str]) -> list[str]:
+        exe = str(self.bin_dir / command) if self.bin_dir else command
+        # nsenter, not `ip netns exec` (which remounts /sys): a test host's network only
+        prefix = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
+        return [*prefix, exe, *args]
+
+    def run(self, command: str, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ}
+        if self.conf is not None:
+            env["SLURM_CONF"] = str(self.conf)
+        try:
+            return subprocess.run(
+                self._argv(command, args),
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_s,
+                env=env,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise ClusterError(
+                f"Slurm's {command} is not installed here: install slurm-client (`make setup`) "
+                "or set SLURM_BIN_DIR",
+                code="cluster.not_installed",
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise ClusterError(
+                f"{command} did not answer within {self.timeout_s:.0f} s: is slurmctld up?",
+                code="cluster.timeout",
+            ) from None
+
+    def _ok(self, command: str, *args: str) -> str:
+        done = self.run(command, *args)
+        if done.returncode != 0:
+            raise ClusterError(
+                f"{command} {' '.join(args[:3])}… failed (exit {done.returncode}): "
+                f"{_first_line(done.stderr)}"
+            )
+        return done.stdout
+
+    def _json(self, command: str, *args: str) -> dict[str, Any]:
+        out = self._ok(command, *args, "--json")
+        try:
+            data = json.loads(out)
+        except ValueError:
+            raise ClusterError(
+                f"{command} --json answered text that is not JSON: {out[:80]!r}",
+                code="cluster.garbage",
+            ) from None
+        if not isinstance(data, dict):
+            raise ClusterError(
+                f"{command} --json answered a {type(data).__name__}", code="cluster.garbage"
+            )
+        return data
+
+    # --- accounts -------------------------------------------------------------------------
+
+    def ensure_account(self, account: str, users: Sequence[str]) -> None:
+        check_account(account)
+        for user in users:
+            check_user(user)
+        have = self._ok("sacctmgr", "-n", "-P", "show", "account", account, "format=Account")
+        if account not in have.split():
+            self._ok("sacctmgr", "-i", "add", "account", account, "Organization=wattlease",
+                     f"Description=wattlease tenant {account}")  # fmt: skip
+        listed = self._ok("sacctmgr", "-n", "-P", "show", "assoc", f"account={account}",
+                          "format=User")  # fmt: skip
+        present = {u for u in listed.split() if u}
+        for user in users:
+            if user not in present:
+                self._ok("sacctmgr", "-i", "add", "user", user, f"account={account}")
+
+    # --- grants ------------------------------------------------------------------------------
+
+    def grant(self, request: GrantRequest) -> Grant:
+        name = grant_name(request.lease, request.node)
+        account, user = check_account(request.account), check_user(request.user)
+        wanted = tuple(g.index for g in request.gpus)
+        for held in self._grants_named(name):
+            if held.running and held.slots == wanted:
+                return held  # granted before (a retried call): the same grant
+            self._cancel([held.handle])
+        gid = _group_of(user)
+        done = self.run(
+            "sbatch",
+            "--parsable",
+            f"--job-name={name}",
+            f"--comment=wattlease lease {request.lease}",
+            f"--account={account}",
+            f"--uid={user}",
+            f"--gid={gid}",
+            f"--partition={self.partition}",
+            f"--nodelist={request.node}",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--gres={slurm_conf.gres_request(request.gpus)}",
+            f"--time={max(1, math.ceil(request.limit_s / SECONDS_PER_MINUTE))}",
+            "--no-requeue",
+            "--chdir=/",
+            "--output=/dev/null",
+            "--error=/dev/null",
+            "--wrap=exec sleep infinity",
+        )
+        if done.returncode != 0:
+            why = _first_line(done.stderr)
+            if UNREACHABLE_RE.search(done.stderr):  # not a refusal: ask again later
+                raise ClusterError(f"sbatch could not reach slurmctld: {why}")
+            raise GrantRefused(f"Slurm refused the grant on {request.node}: {why}")
+        handle = done.stdout.strip().split(";")[0]
+        if not handle.isdigit():
+            raise ClusterError(
+                f"sbatch answered {done.stdout[:80]!r}, not a job id", code="cluster.garbage"
+            )
+        return self._await_held(request, handle, wanted)
+
+    def _await_held(self, request: GrantRequest, handle: str, wanted: tuple[int, ...]) -> Grant:
+        deadline = time.monotonic() + self.start_timeout_s
+        reason = "not started"
+        while time.monotonic() < deadline:
+            jobs = self._squeue("--jobs", handle)
+            grant = next((g for g in jobs if g.handle == handle), None)
+            if grant is not None and grant.running:
+                if grant.slots != wanted:
+                    self._cancel([handle])
+                    raise ClusterError(
+                        f"Slurm gave job {handle} GPUs {list(grant.slots)}, not {list(wanted)}",
+                        code="cluster.wrong_gpus",
+                    )
+                return grant
+            if grant is None or grant.state not in ALIVE:
+                state = grant.state if grant else "gone"
+                raise GrantRefused(
+                    f"Slurm's job {handle} for the grant ended before it started ({state})"
+                )
+            reason = self._pending_reason(handle) or grant.state
+            time.sleep(POLL_S)
+        self._cancel([handle])
+        raise GrantRefused(
+            f"Slurm did not start the grant on {request.node} within "
+            f"{self.start_timeout_s:.0f} s ({reason}): its GPUs are held by something else"
+        )
+
+    def _pending_reason(self, handle: str) -> str:
+        data = self._json("squeue", "--jobs", handle)
+        for job in _list(data, "jobs"):
+            if isinstance(job, dict) and isinstance(job.get("state_reason"), str):
+                return str(job["state_reason"])
+        return ""
+
+    def revoke(self, lease: str) -> list[str]:
+        handles = [g.handle for g in self.grants() if g.lease == lease]
+        if handles:
+            self._cancel(handles)
+        return handles
+
+    def release(self, handles: Sequence[str]) -> None:
+        if not all(h.isdigit() for h in handles):
+            raise ValueError(f"grant handles must be Slurm job ids: {list(handles)}")
+        if handles:
+            self._cancel(handles)
+
+    def _cancel(self, handles: Sequence[str]) -> None:
+        self._ok("scancel", *handles)
+        deadline = time.monotonic() + self.revoke_bound_s
+        while time.monotonic() < deadline:
+            alive = [g for g in self._squeue("--jobs", ",".join(handles)) if g.state in ALIVE]
+            if not alive:
+                return
+            time.sleep(POLL_S)
+        raise ClusterError(
+            f"Slurm jobs {', '.join(handles)} still alive "
+            f"{self.revoke_bound_s:.0f} s after scancel",
+            code="cluster.revoke_timeout",
+        )
+
+    def grants(self) -> list[Grant]:
+        return [g for g in self._squeue() if g.state in ALIVE]
+
+    def _grants_named(self, name: str) -> list[Grant]:
+        return [g for g in self.grants() if grant_name(g.lease, g.node) == name]
+
+    def _squeue(self, *args: str) -> list[Grant]:
+        data = self._json("squeue", "--states=all", *args)
+        grants = []
+        for job in _list(data, "jobs"):
+            grant = _grant_of(job)
+            if grant is not None:
+                grants.append(grant)
+        return grants
+
+    # --- nodes -----------------------------------------------------------------------------
+
+    def drain(self, node: str, reason: str) -> None:
+        slurm_conf.check_node_name(node)
+        reason = " ".join(reason.split())[:MAX_REASON_CHARS] or "drained by wattlease"
+        self._ok("scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={reason}")
+
+    def resume(self, node: str) -> None:
+        slurm_conf.check_node_name(node)
+        gate = self.nodes().get(node)
+        if gate is None:
+            raise ClusterError(f"Slurm has no node {node}", code="cluster.no_node")
+        if gate.drained:
+            self._ok("scontrol", "update", f"NodeName={node}", "State=RESUME")
+
+    def nodes(self) -> dict[str, NodeGate]:
+        data = self._json("sinfo")
+        gates = {}
+        for entry in _list(data, "nodes"):
+            if not isinstance(entry, dict):
+                raise ClusterError(
+                    "sinfo --json: a node that is not an object", code="cluster.garbage"
+                )
+            name = _text(entry, "name", "sinfo")
+            state = _text(entry, "state", "sinfo")
+            flags = entry.get("state_flags", [])
+            if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
+                raise ClusterError(
+                    f"sinfo --json: node {name}'s state_flags are not a list of text",
+                    code="cluster.garbage",
+                )
+            reason = entry.get("reason") or ""
+            if not isinstance(reason, str):
+                raise ClusterError(
+                    f"sinfo --json: node {name}'s reason is not text", code="cluster.garbage"
+                )
+            drained = "DRAIN" in flags or state.lower() in ("drained", "draining")
+            started = entry.get("slurmd_start_time", 0)
+            if not isinstance(started, int) or isinstance(started, bool):
+                raise ClusterError(
+                    f"sinfo --json: node {name}'s slurmd_start_time is not a number",
+                    code="cluster.garbage",
+                )
+            gates[name] = NodeGate(
+                node=name, state=state.lower(), drained=drained, reason=reason,
+                registered=started > 0,
+            )  # fmt: skip
+        return gates
+
+    # --- accounting ----------------------------------------------------------------------------
+
+    def jobs(self, handles: Sequence[str]) -> list[ClusterJob]:
+        if not handles:
+            return []
+        if not all(h.isdigit() for h in handles):
+            raise ValueError(f"grant handles must be Slurm job ids: {list(handles)}")
+        data = self._json("sacct", "--jobs", ",".join(handles))
+        out: list[ClusterJob] = []
+        for job in _list(data, "jobs"):
+            out += _steps_of(job)
+        return out
+
+    def submit_hint(self, grant: Grant) -> str:
+        return f"srun --jobid={grant.handle} --overlap <command>   # as cluster user {grant.user}"
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "(no message)"
+
+
+def _group_of(user: str) -> str:
+    try:
+        return grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
+    except KeyError:
+        raise GrantRefused(
+            f"cluster user {user!r} is not a user on this host: the operator adds it (LDAP or "
+            "useradd) before a lease is granted to it",
+            code="cluster.unknown_user",
+        ) from None
+
+
+def _list(data: dict[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    if not isinstance(value, list):
+        raise ClusterError(f"Slurm's JSON has no list {key!r}", code="cluster.garbage")
+    return value
+
+
+def _text(entry: dict[str, Any], key: str, what: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str):
+        raise ClusterError(
+            f"{what} --json: {key!r} is not text ({value!r:.40})", code="cluster.garbage"
+        )
+    return value
+
+
+def _int(entry: dict[str, Any], key: str, what: str) -> int:
+    value = entry.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ClusterError(
+            f"{what} --json: {key!r} is not a whole number ({value!r:.40})", code="cluster.garbage"
+        )
+    return value
+
+
+def _grant_of(job: Any) -> Grant | None:
+    """A squeue entry as a grant, or None for a job that is not one of ours."""
+    if not isinstance(job, dict):
+        raise ClusterError("squeue --json: a job that is not an object", code="cluster.garbage")
+    name = job.get("name")
+    named = NAME_RE.match(name) if isinstance(name, str) else None
+    if named is None:
+        return None
+    state = _text(job, "job_state", "squeue")
+    slots = _slots(job)
+    return Grant(
+        lease=named.group(1),
+        handle=str(_int(job, "job_id", "squeue")),
+        account=_text(job, "account", "squeue"),
+        user=_text(job, "user_name", "squeue"),
+        node=named.group(2),
+        slots=slots,
+        running=state in HELD and bool(slots),
+        state=state,
+        submitted=_int(job, "submit_time", "squeue"),
+    )
+
+
+def _slots(job: dict[str, Any]) -> tuple[int, ...]:
+    """The device indexes the job holds (gres_detail, once it runs), else those it asks for."""
+    detail = job.get("gres_detail") or []
+    if not isinstance(detail, list) or not all(isinstance(d, str) for d in detail):
+        raise ClusterError(
+            "squeue --json: gres_detail is not a list of text", code="cluster.garbage"
+        )
+    indexes: list[int] = []
+    for part in ",".join(detail).replace("),", ")\n").splitlines():
+        found = GRES_DETAIL_RE.match(part.strip())
+        if found is None:
+            raise ClusterError(
+                f"squeue --json: GRES {part!r:.60} does not parse", code="cluster.garbage"
+            )
+        if found.group(3) != "N/A" and int(found.group(2)) > 0:
+            indexes += list(_index_list(found.group(3)))
+    if indexes:
+        return tuple(sorted(indexes))
+    asked = job.get("tres_per_node") or ""
+    if not isinstance(asked, str):
+        raise ClusterError("squeue --json: tres_per_node is not text", code="cluster.garbage")
+    wanted = []
+    for item in filter(None, asked.split(",")):
+        fields = item.removeprefix("gres:").split(":")
+        if len(fields) != 3 or fields[0] != slurm_conf.GRES_NAME:
+            raise ClusterError(
+                f"squeue --json: asked GRES {item!r:.60} is not a GPU slot", code="cluster.garbage"
+            )
+        try:
+            wanted.append(slurm_conf.slot_index(fields[1]))
+        except ValueError as exc:
+            raise ClusterError(f"squeue --json: {exc}", code="cluster.garbage") from None
+    return tuple(sorted(wanted))
+
+
+def _index_list(text: str) -> Iterable[int]:
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ClusterError(f"GRES index list {text!r} does not parse", code="cluster.garbage")
+        yield from range(int(low), int(high or low) + 1)
+
+
+def _steps_of(job: Any) -> list[ClusterJob]:
+    """The steps a user ran inside one grant (sacct --json), each with its GPUs and GPU-s."""
+    if not isinstance(job, dict):
+        raise ClusterError("sacct --json: a job that is not an object", code="cluster.garbage")
+    job_id = _int(job, "job_id", "sacct")
+    user = _text(job, "user", "sacct")
+    account = _text(job, "account", "sacct")
+    steps = job.get("steps", [])
+    if not isinstance(steps, list):
+        raise ClusterError("sacct --json: steps is not a list", code="cluster.garbage")
+    out = []
+    for step in steps:
+        if not isinstance(step, dict) or not isinstance(step.get("step"), dict):
+            raise ClusterError("sacct --json: a step that is not an object", code="cluster.garbage")
+        step_id = step["step"].get("id")
+        if step_id in ("batch", "extern") or not isinstance(step_id, (int, str)):
+            continue  # the grant's own sleep, Slurm's bookkeeping
+        times = step.get("time")
+        if not isinstance(times, dict):
+            raise ClusterError("sacct --json: a step without times", code="cluster.garbage")
+        start, end = _int(times, "start", "sacct"), _int(times, "end", "sacct")
+        elapsed = _int(times, "elapsed", "sacct")
+        gpus = _gpu_count(step)
+        state = step.get("state")
+        out.append(
+            ClusterJob(
+                job_id=f"{job_id}.{step_id}",
+                user=user,
+                account=account,
+                state=state if isinstance(state, str) else "UNKNOWN",
+                start=start or None,
+                end=end or None,
+                gpus=gpus,
+                gpu_seconds=gpus * max(0, elapsed),
+            )
+        )
+    return out
+
+
+def _gpu_count(step: dict[str, Any]) -> int:
+    tres = step.get("tres")
+    allocated = tres.get("allocated") if isinstance(tres, dict) else None
+    if not isinstance(allocated, list):
+        raise ClusterError("sacct --json: a step without allocated TRES", code="cluster.garbage")
+    for item in allocated:
+        if isinstance(item, dict) and item.get("type") == "gres" and item.get("name") == "gpu":
+            count = item.get("count")
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+                return count
+            raise ClusterError(
+                "sacct --json: a GPU count that is not a number", code="cluster.garbage"
+            )
+    return 0
