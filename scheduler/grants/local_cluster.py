@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -53,6 +54,7 @@ KILL_WAIT_S = 5  # slurm.conf KillWait: seconds between a job's SIGTERM and SIGK
 CANCEL_WAIT_S = 15.0  # scancel'd jobs leave the queue within KillWait plus a completion
 CLIENT_TIMEOUT_S = 10.0  # one readiness probe (sinfo, sacctmgr)
 POLL_S = 0.25
+PORT_RANGE = (20000, 32768)  # daemons' ports: under Linux's default ephemeral 32768-60999
 READY_NODE_STATES = {"idle", "mixed", "allocated", "completing"}
 MARKER = "WATTLEASE_LOCAL_CLUSTER"  # in every process we start, so stop() finds leftovers
 REQUIRED = ("munged", "mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "slurmctld",
@@ -174,10 +176,16 @@ def _must(argv: Sequence[str], what: str) -> None:
 
 
 def _free_ports(count: int) -> list[int]:
-    """Distinct TCP ports free on 127.0.0.1 now (all held open together, so no repeats)."""
+    """Distinct TCP ports free on this machine now, below the kernel's ephemeral range (so no
+    outgoing connection takes one before its daemon binds it), all held while choosing."""
     with contextlib.ExitStack() as stack:
-        held = [stack.enter_context(socket.create_server(("127.0.0.1", 0))) for _ in range(count)]
-        return [s.getsockname()[1] for s in held]
+        chosen: list[int] = []
+        while len(chosen) < count:
+            port = random.randrange(*PORT_RANGE)
+            with contextlib.suppress(OSError):
+                stack.enter_context(socket.create_server(("", port)))
+                chosen.append(port)
+        return chosen
 
 
 def _node_line(node: LocalNode, port: int) -> str:
@@ -224,7 +232,7 @@ class LocalCluster:
         are written beside it (a job_submit.lua)."""
         if os.geteuid() != 0:
             raise LocalClusterError(
-                "a local Slurm cluster needs root (munge key, devices, cgroups)"
+                "a local Slurm cluster needs root (munge key, devices, cgroups): run as root"
             )
         if not nodes:
             raise LocalClusterError("a local Slurm cluster needs at least one node")

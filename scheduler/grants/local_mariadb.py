@@ -92,6 +92,7 @@ class LocalMariaDB:
         done = subprocess.run(
             [
                 "mariadb-install-db",
+                "--no-defaults",  # first, or /etc/mysql's settings (its socket) apply
                 f"--user={MYSQL_USER}",
                 f"--datadir={self.datadir}",
                 "--auth-root-authentication-method=normal",

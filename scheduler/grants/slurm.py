@@ -225,7 +225,7 @@ class SlurmBackend:
         deadline = time.monotonic() + self.start_timeout_s
         reason = "not started"
         while time.monotonic() < deadline:
-            jobs = self._squeue("--jobs", handle)
+            jobs = self._squeue()
             grant = next((g for g in jobs if g.handle == handle), None)
             if grant is not None and grant.running:
                 if grant.slots != wanted:
@@ -249,9 +249,11 @@ class SlurmBackend:
         )
 
     def _pending_reason(self, handle: str) -> str:
-        data = self._json("squeue", "--jobs", handle)
+        data = self._json("squeue")
         for job in _list(data, "jobs"):
-            if isinstance(job, dict) and isinstance(job.get("state_reason"), str):
+            if not isinstance(job, dict) or str(job.get("job_id")) != handle:
+                continue
+            if isinstance(job.get("state_reason"), str):
                 return str(job["state_reason"])
         return ""
 
@@ -271,12 +273,13 @@ class SlurmBackend:
         self._ok("scancel", *handles)
         deadline = time.monotonic() + self.revoke_bound_s
         while time.monotonic() < deadline:
-            alive = [g for g in self._squeue("--jobs", ",".join(handles)) if g.state in ALIVE]
+            alive = [g for g in self._squeue() if g.handle in handles and g.state in ALIVE]
             if not alive:
                 return
             time.sleep(POLL_S)
+        states_left = sorted({g.state for g in alive})
         raise ClusterError(
-            f"Slurm jobs {', '.join(handles)} still alive "
+            f"Slurm jobs {', '.join(g.handle for g in alive)} still {'/'.join(states_left)} "
             f"{self.revoke_bound_s:.0f} s after scancel",
             code="cluster.revoke_timeout",
         )
@@ -287,8 +290,10 @@ class SlurmBackend:
     def _grants_named(self, name: str) -> list[Grant]:
         return [g for g in self.grants() if grant_name(g.lease, g.node) == name]
 
-    def _squeue(self, *args: str) -> list[Grant]:
-        data = self._json("squeue", "--states=all", *args)
+    def _squeue(self) -> list[Grant]:
+        # every job: squeue --json of Slurm 22.05 answers all jobs whatever filter it is
+        # given (--jobs, --states), so the callers pick theirs
+        data = self._json("squeue")
         grants = []
         for job in _list(data, "jobs"):
             grant = _grant_of(job)

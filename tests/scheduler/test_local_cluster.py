@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.grants import local_cluster
 from scheduler.grants.local_cluster import CONTROLLER, LocalCluster, LocalGpu, LocalNode
 from tests.fabric.netns import Hosts
 
@@ -186,3 +187,9 @@ def test_stop_leaves_no_process_and_no_directory() -> None:
     assert solo.pids() == []
     assert not root.exists()
     assert os.getpid() not in pids
+
+
+def test_missing_program_fails_naming_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_cluster, "REQUIRED", (*local_cluster.REQUIRED, "slurmd-nowhere"))
+    with pytest.raises(local_cluster.SlurmNotInstalled, match=r"slurmd-nowhere.*make setup"):
+        LocalCluster(NODES)

@@ -173,7 +173,7 @@ def test_ending_a_lease_stops_its_jobs_within_the_bound(
     lease = placed_lease(acme, ledger)
     handle = lease.grants[0]["handle"]
     step = subprocess.Popen(
-        [*cluster._prefix(CONTROLLER), "runuser", "-u", ALICE, "--", "srun", f"--jobid={handle}",
+        [*cluster.prefix(CONTROLLER), "runuser", "-u", ALICE, "--", "srun", f"--jobid={handle}",
          "--overlap", "sleep", "300"], env=cluster.env, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
