@@ -9,8 +9,9 @@ placement passes would), then, per lease, times: the grant (sbatch until Slurm h
 its GPU) and the first step (`srun --jobid=<grant> --overlap true` as the tenant's user: the
 moment a job can start inside the lease). Then it revokes them all at once and times each
 revocation (scancel until Slurm shows the job gone; a `sleep` step runs inside each). The
-same round once more with one lease at a time (what one placement pass does today, granting
-its placements in turn). Prints p50/p99 seconds and the CPU seconds slurmctld and this
+same round once more with one lease at a time, and as one placement pass grants them
+(`grant_many`: every sbatch first, then all awaited together; grant_s is the whole pass).
+Prints p50/p99 seconds and the CPU seconds slurmctld and this
 process used. Needs root and Debian's Slurm packages.
 """
 
@@ -74,6 +75,29 @@ def one_lease(cluster: LocalCluster, backend: SlurmBackend, gpu: GpuSlot) -> dic
     return {"lease": lease, "grant_s": granted - started, "step_s": time.monotonic() - started}
 
 
+def pass_round(cluster, backend, gpus) -> dict[str, list[float]]:
+    """What one placement pass does: every grant submitted, then all awaited together
+    (SlurmBackend.grant_many); each lease's first step then runs as soon as its grant is held."""
+    requests = [GrantRequest(str(uuid.uuid4()), ACCOUNT, USER, g.node, (g,), 3600) for g in gpus]
+    started = time.monotonic()
+    outcomes = backend.grant_many(requests)
+    held_s = time.monotonic() - started
+    if any(isinstance(o, Exception) for o in outcomes):
+        raise RuntimeError(f"a grant failed: {outcomes}")
+
+    def step(grant) -> float:
+        done = cluster.run(["srun", f"--jobid={grant.handle}", "--overlap", "true"], user=USER,
+                           host=None, timeout=60)  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"a step in grant {grant.handle} failed: {done.stderr}")
+        return time.monotonic() - started
+
+    with ThreadPoolExecutor(len(outcomes)) as pool:
+        steps = list(pool.map(step, outcomes))
+    revoked = [revoke(cluster, backend, r.lease) for r in requests]
+    return {"grant_s": [held_s], "step_s": steps, "revoke_s": revoked}
+
+
 def revoke(cluster: LocalCluster, backend: SlurmBackend, lease: str) -> float:
     started = time.monotonic()
     backend.revoke(lease)
@@ -129,6 +153,7 @@ def main() -> None:
     parser.add_argument("--gpus-per-node", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-serial", action="store_true", help="leave out one-at-a-time")
     args = parser.parse_args()
     gpus = slots(args.nodes, args.gpus_per_node)[: args.concurrency]
     nodes = [
@@ -156,7 +181,13 @@ def main() -> None:
                     round_of(cluster, backend, gpus, len(gpus)),
                 )
                 total += len(gpus)
-            report(f"one at a time, {len(gpus)}", round_of(cluster, backend, gpus, 1))
+            if not args.no_serial:
+                report(f"one at a time, {len(gpus)}", round_of(cluster, backend, gpus, 1))
+                total += len(gpus)
+            report(
+                f"one placement pass of {len(gpus)} (grant_many)",
+                pass_round(cluster, backend, gpus),
+            )
             total += len(gpus)
             wall = time.monotonic() - wall0
             print(

@@ -24,6 +24,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from scheduler.grants.interface import (
 
 GRANT_PREFIX = "wattlease"
 POLL_S = 0.1
+SUBMIT_THREADS = 8  # sbatch calls in flight at once when a pass grants many leases
 SECONDS_PER_MINUTE = 60
 LEASE_RE = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 ACCOUNT_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
@@ -181,10 +183,43 @@ class SlurmBackend:
     # --- grants ------------------------------------------------------------------------------
 
     def grant(self, request: GrantRequest) -> Grant:
+        [outcome] = self.grant_many([request])
+        if isinstance(outcome, ClusterError):
+            raise outcome
+        return outcome
+
+    def grant_many(self, requests: Sequence[GrantRequest]) -> list[Grant | ClusterError]:
+        """Submit every grant first, then wait for them together: Slurm starts the ones
+        submitted before a scheduling cycle in that cycle, so n grants cost about one cycle
+        (bench/grant_bench.py), not n."""
+        existing: dict[tuple[str, str], list[Grant]] = {}
+        for held in self.grants():  # one look for every retried grant, not one per request
+            existing.setdefault((held.lease, held.node), []).append(held)
+
+        def submit(request: GrantRequest) -> Grant | str | ClusterError:
+            try:
+                return self._submit(request, existing.get((request.lease, request.node), []))
+            except ClusterError as exc:
+                return exc
+
+        with ThreadPoolExecutor(min(SUBMIT_THREADS, max(1, len(requests)))) as pool:
+            submitted = list(pool.map(submit, requests))
+        waiting = {
+            step: request for request, step in zip(requests, submitted, strict=True)
+            if isinstance(step, str)
+        }  # fmt: skip
+        awaited = self._await_held(waiting)
+        out: list[Grant | ClusterError] = []
+        for step in submitted:
+            out.append(awaited[step] if isinstance(step, str) else step)
+        return out
+
+    def _submit(self, request: GrantRequest, held_before: list[Grant]) -> Grant | str:
+        """The grant already held (a retried call), or the job id of the one submitted."""
         name = grant_name(request.lease, request.node)
         account, user = check_account(request.account), check_user(request.user)
         wanted = tuple(g.index for g in request.gpus)
-        for held in self._grants_named(name):
+        for held in held_before:
             if held.running and held.slots == wanted:
                 return held  # granted before (a retried call): the same grant
             self._cancel([held.handle])
@@ -219,34 +254,47 @@ class SlurmBackend:
             raise ClusterError(
                 f"sbatch answered {done.stdout[:80]!r}, not a job id", code="cluster.garbage"
             )
-        return self._await_held(request, handle, wanted)
+        return handle
 
-    def _await_held(self, request: GrantRequest, handle: str, wanted: tuple[int, ...]) -> Grant:
+    def _await_held(self, waiting: dict[str, GrantRequest]) -> dict[str, Grant | ClusterError]:
+        """Each submitted job (by id) once Slurm holds exactly its GPUs, or why not: one
+        squeue a poll for all of them."""
+        out: dict[str, Grant | ClusterError] = {}
         deadline = time.monotonic() + self.start_timeout_s
-        reason = "not started"
-        while time.monotonic() < deadline:
-            jobs = self._squeue()
-            grant = next((g for g in jobs if g.handle == handle), None)
-            if grant is not None and grant.running:
-                if grant.slots != wanted:
-                    self._cancel([handle])
-                    raise ClusterError(
-                        f"Slurm gave job {handle} GPUs {list(grant.slots)}, not {list(wanted)}",
-                        code="cluster.wrong_gpus",
+        reasons: dict[str, str] = {}
+        while waiting and time.monotonic() < deadline:
+            jobs = {g.handle: g for g in self._squeue()}
+            for handle, request in list(waiting.items()):
+                grant = jobs.get(handle)
+                wanted = tuple(g.index for g in request.gpus)
+                if grant is not None and grant.running:
+                    if grant.slots == wanted:
+                        out[handle] = grant
+                    else:
+                        self._cancel([handle])
+                        out[handle] = ClusterError(
+                            f"Slurm gave job {handle} GPUs {list(grant.slots)}, not {list(wanted)}",
+                            code="cluster.wrong_gpus",
+                        )
+                elif grant is None or grant.state not in ALIVE:
+                    state = grant.state if grant else "gone"
+                    out[handle] = GrantRefused(
+                        f"Slurm's job {handle} for the grant ended before it started ({state})"
                     )
-                return grant
-            if grant is None or grant.state not in ALIVE:
-                state = grant.state if grant else "gone"
-                raise GrantRefused(
-                    f"Slurm's job {handle} for the grant ended before it started ({state})"
-                )
-            reason = self._pending_reason(handle) or grant.state
-            time.sleep(POLL_S)
-        self._cancel([handle])
-        raise GrantRefused(
-            f"Slurm did not start the grant on {request.node} within "
-            f"{self.start_timeout_s:.0f} s ({reason}): its GPUs are held by something else"
-        )
+                else:
+                    reasons[handle] = grant.state
+                    continue
+                del waiting[handle]
+            if waiting:
+                time.sleep(POLL_S)
+        for handle, request in waiting.items():
+            reason = self._pending_reason(handle) or reasons.get(handle, "not started")
+            self._cancel([handle])
+            out[handle] = GrantRefused(
+                f"Slurm did not start the grant on {request.node} within "
+                f"{self.start_timeout_s:.0f} s ({reason}): its GPUs are held by something else"
+            )
+        return out
 
     def _pending_reason(self, handle: str) -> str:
         data = self._json("squeue")
@@ -286,9 +334,6 @@ class SlurmBackend:
 
     def grants(self) -> list[Grant]:
         return [g for g in self._squeue() if g.state in ALIVE]
-
-    def _grants_named(self, name: str) -> list[Grant]:
-        return [g for g in self.grants() if grant_name(g.lease, g.node) == name]
 
     def _squeue(self) -> list[Grant]:
         # every job: squeue --json of Slurm 22.05 answers all jobs whatever filter it is

@@ -77,37 +77,82 @@ def cluster_user_for(
     return chosen.cluster_user
 
 
+@dataclass(frozen=True)
+class LeaseGrant:
+    """What one lease asks of the cluster: exactly `gpus`, held by `user`, for `hours_s`."""
+
+    lease: str
+    tenant: Tenant
+    user: str
+    gpus: Sequence[GPU]
+    hours_s: float
+
+
 def grant(
     lease: str, tenant: Tenant, user: str, gpus: Sequence[GPU], *, hours_s: float, actor: str
 ) -> Granted:
     """Hold exactly `gpus` for the lease on the cluster; raises GrantRefused (nothing is
     held, the lease is refused) or ClusterError (the cluster could not be asked: try again)."""
+    [outcome] = grant_leases([LeaseGrant(lease, tenant, user, gpus, hours_s)], actor=actor)
+    if isinstance(outcome, ClusterError):
+        raise outcome
+    return outcome
+
+
+def grant_leases(asked: Sequence[LeaseGrant], *, actor: str) -> list[Granted | ClusterError]:
+    """grant() of each lease, submitted together (one scheduling cycle of the cluster for
+    all, not one each: bench/grant_bench.py); each lease gets all its GPUs or none, and its
+    own outcome, audited."""
     cluster = backend()
     if cluster is None:
         raise ClusterError("no cluster is configured (CLUSTER_BACKEND=none)", code="cluster.none")
-    limit_s = int(hours_s) + GRANT_LIMIT_MARGIN_S
-    requests = requests_for(
-        lease, account=tenant.cluster_account, user=user, gpus=slots_of(gpus), limit_s=limit_s
-    )
-    by_uuid = {g.uuid: g for g in gpus}
-    granted: list[dict[str, Any]] = []
-    try:
-        cluster.ensure_account(tenant.cluster_account, [user])
-        for request in requests:
-            held = cluster.grant(request)
-            granted.append(
-                {"node": held.node, "handle": held.handle, "gpus": [g.uuid for g in request.gpus]}
-            )
-    except ClusterError as exc:
-        if granted:  # all of the lease's GPUs or none
-            _release_quietly(cluster, [g["handle"] for g in granted])
-        audit(actor, "cluster.grant_refused", tenant, lease=lease, user=user, reason=str(exc),
-              code=exc.code, refused=isinstance(exc, GrantRefused))  # fmt: skip
-        raise
+    accounts: dict[str, ClusterError | None] = {}
+    for item in asked:
+        account = item.tenant.cluster_account
+        users = sorted({a.user for a in asked if a.tenant.cluster_account == account})
+        if account not in accounts:
+            try:
+                cluster.ensure_account(account, users)
+                accounts[account] = None
+            except ClusterError as exc:
+                accounts[account] = exc
+    requests = {
+        item.lease: requests_for(
+            item.lease,
+            account=item.tenant.cluster_account,
+            user=item.user,
+            gpus=slots_of(item.gpus),
+            limit_s=int(item.hours_s) + GRANT_LIMIT_MARGIN_S,
+        )
+        for item in asked
+        if accounts[item.tenant.cluster_account] is None
+    }
+    flat = [r for item in asked for r in requests.get(item.lease, [])]
+    outcomes = iter(cluster.grant_many(flat) if flat else [])
     at = timezone.now()
-    audit(actor, "cluster.granted", tenant, lease=lease, user=user, grants=granted,
-          gpus=sorted(by_uuid))  # fmt: skip
-    return Granted(at=at, user=user, grants=granted)
+    results: list[Granted | ClusterError] = []
+    for item in asked:
+        failed = accounts[item.tenant.cluster_account]
+        held: list[dict[str, Any]] = []
+        for request in requests.get(item.lease, []):
+            outcome = next(outcomes)
+            if isinstance(outcome, ClusterError):
+                failed = failed or outcome
+            else:
+                held.append({"node": outcome.node, "handle": outcome.handle,
+                             "gpus": [g.uuid for g in request.gpus]})  # fmt: skip
+        if failed is not None:
+            if held:  # all of the lease's GPUs or none
+                _release_quietly(cluster, [g["handle"] for g in held])
+            audit(actor, "cluster.grant_refused", item.tenant, lease=item.lease, user=item.user,
+                  reason=str(failed), code=failed.code,
+                  refused=isinstance(failed, GrantRefused))  # fmt: skip
+            results.append(failed)
+            continue
+        audit(actor, "cluster.granted", item.tenant, lease=item.lease, user=item.user,
+              grants=held, gpus=sorted(g.uuid for g in item.gpus))  # fmt: skip
+        results.append(Granted(at=at, user=item.user, grants=held))
+    return results
 
 
 def _release_quietly(cluster: GrantBackend, handles: list[str]) -> None:

@@ -210,10 +210,16 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
         for g in GPU.objects.filter(uuid__in=[uuid for p in plan.placements for uuid in p.gpus])
     }
     now = timezone.now()
-    for placement in plan.placements:
-        lease = Lease.objects.select_related("tenant").get(pk=int(placement.job))
-        gpus = [by_uuid[uuid] for uuid in placement.gpus]
-        granted = _grant(lease, gpus, actor=actor)
+    placing = [
+        (
+            placement,
+            Lease.objects.select_related("tenant").get(pk=int(placement.job)),
+            [by_uuid[uuid] for uuid in placement.gpus],
+        )
+        for placement in plan.placements
+    ]
+    grants = _grants([(lease, gpus) for _, lease, gpus in placing], actor=actor)
+    for (placement, lease, gpus), granted in zip(placing, grants, strict=True):
         if granted is False:
             continue
         start = granted.at if granted else now  # billing starts when access does
@@ -237,30 +243,43 @@ def apply_plan(plan: scheduler.Plan, attested: dict[int, Attestation], *, actor:
     return skipped
 
 
-def _grant(lease: Lease, gpus: list[GPU], *, actor: str) -> cluster.Granted | None | Literal[False]:
-    """The cluster's grant of exactly `gpus` for the lease, before it is placed (None where no
-    cluster grants leases). False when it could not be had: a refusal fails the lease with
-    the cluster's reason (it never ran, nothing is billed); a cluster that cannot be asked
-    leaves it waiting for the next pass."""
-    if cluster.backend() is None:
-        return None
-    try:
-        return cluster.grant(
+def _grants(
+    placing: list[tuple[Lease, list[GPU]]], *, actor: str
+) -> list[cluster.Granted | None | Literal[False]]:
+    """The cluster's grant of exactly its GPUs for each lease to place, all submitted
+    together, before any is placed (None each where no cluster grants leases). False where
+    it could not be had: a refusal fails the lease with the cluster's reason (it never ran,
+    nothing is billed); a cluster that cannot be asked leaves it waiting for the next pass."""
+    if cluster.backend() is None or not placing:
+        return [None] * len(placing)
+    asked = [
+        cluster.LeaseGrant(
             str(lease.ledger_id),
             lease.tenant,
             lease.cluster_user,
             gpus,
-            hours_s=float(lease.hours) * settings.LEASE_HOUR_S,
-            actor=actor,
+            float(lease.hours) * settings.LEASE_HOUR_S,
         )
-    except GrantRefused as refused:
-        with contextlib.suppress(states.IllegalTransition):
-            actions.fail_lease(
-                lease, reason=f"the cluster refused the grant: {refused}", actor=actor
-            )
+        for lease, gpus in placing
+    ]
+    try:
+        outcomes = cluster.grant_leases(asked, actor=actor)
     except ClusterError as unavailable:
-        actions.note_waiting(lease, reason=f"waiting: the cluster: {unavailable}", actor=actor)
-    return False
+        outcomes = [unavailable] * len(placing)
+    out: list[cluster.Granted | None | Literal[False]] = []
+    for (lease, _), outcome in zip(placing, outcomes, strict=True):
+        if isinstance(outcome, GrantRefused):
+            with contextlib.suppress(states.IllegalTransition):
+                actions.fail_lease(
+                    lease, reason=f"the cluster refused the grant: {outcome}", actor=actor
+                )
+            out.append(False)
+        elif isinstance(outcome, ClusterError):
+            actions.note_waiting(lease, reason=f"waiting: the cluster: {outcome}", actor=actor)
+            out.append(False)
+        else:
+            out.append(outcome)
+    return out
 
 
 def _release(lease: Lease, granted: cluster.Granted, *, actor: str) -> None:
