@@ -6,7 +6,8 @@
    then Prometheus, promtool and Jaeger are built when the cache lacks them (their tests
    need them and fail, never skip, without them);
 2. every test with the embedded defaults (SQLite, in-memory channel layer);
-3. the web app's tests again on the production path: a private PostgreSQL and Redis;
+3. the web app's tests again on the production path: a private PostgreSQL and Redis (its
+   Fabric tests too, where Fabric's binaries are installed);
 4. the tests marked `fabric` on a real Fabric network, wherever Fabric's binaries are
    installed (the project's build cache or FABRIC_BIN_DIR); elsewhere a loud notice says they
    did not run and why.
@@ -82,10 +83,13 @@ def main() -> None:
         [PY, "-m", "pytest", "-p", "no:cacheprovider", "-m", "not fabric"],
     )
     print("\n=== starting private PostgreSQL and Redis for the production-path run", flush=True)
+    # the web app's Fabric tests run on PostgreSQL too where Fabric is installed; elsewhere
+    # they are left out here as in the SQLite stage, and the notice below says so
+    on_fabric = ["-m", "not fabric"] if fabric_missing else []
     with temporary_postgres() as database_url, temporary_redis() as redis_url:
         step(
             "web app tests (PostgreSQL, Redis)",
-            [PY, "-m", "pytest", "-p", "no:cacheprovider", "tests/webapp"],
+            [PY, "-m", "pytest", "-p", "no:cacheprovider", *on_fabric, "tests/webapp"],
             env={"DATABASE_URL": database_url, "REDIS_URL": redis_url},
         )
     if fabric_missing:
