@@ -58,12 +58,17 @@ class AuditReport:
 
 
 class _Chain:
-    """Read-only access to the SQLite file; never writes, never creates."""
+    """Read-only access to the SQLite file; never writes, never creates. Every read sees
+    the one snapshot its first read took: a ledger that goes on committing while it is
+    audited (a running relay) must not have its blocks read at one height and its state
+    table at another."""
 
     def __init__(self, path: Path) -> None:
         if not path.exists():
             raise FileNotFoundError(f"no ledger at {path}")
-        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        self.conn.execute("BEGIN")  # WAL: the snapshot is taken by the first read
+        self.conn.execute("SELECT count(*) FROM blocks").fetchone()
 
     def blocks(self) -> list[tuple[int, str, str, str, int]]:
         return list(

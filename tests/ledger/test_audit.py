@@ -347,3 +347,33 @@ def test_kill_9_mid_stream_loses_no_acknowledged_transaction(tmp_path):
     client = EmbeddedClient(ledger, ledger.enroll(ORG1, "after"))
     assert client.evaluate("GetNode", js({"node_id": "r0-0-0"}))
     ledger.close()
+
+
+def test_an_audit_of_a_ledger_that_goes_on_committing_reads_one_snapshot(tmp_path, node_tpm):
+    """A running relay commits while `ledger verify` reads: blocks read at one height and
+    the state table at a later one showed every newer write as a defect (found by the
+    kill -9 deployment test, where the attestation watch keeps attesting)."""
+    path = tmp_path / "ledger.sqlite"
+    ledger = EmbeddedLedger.open(path, block_size=1, block_timeout_s=0.002)
+    clock = StepClock()
+    client = EmbeddedClient(ledger, ledger.enroll(ORG1, "ops"), clock_ns=clock)
+    approve_on_engine(ledger, BOOT_POLICY, pcr_policy(node_tpm.golden), clock)
+    register_node(client, node_tpm, "n1", 0, [("GPU-a", H100)])
+    reading = audit._Chain(path)
+    height = len(reading.blocks())
+    attest(client, node_tpm, "n1", 0)  # commits while the audit is reading
+    assert len(reading.blocks()) == height
+    assert not any(key.startswith("att:") for key in reading.state())
+    original = audit._Chain
+    try:  # verify_ledger itself, with a block committed between its first and last read
+        class Racing(original):
+            def state(self):
+                attest(client, node_tpm, "n1", 0)
+                return super().state()
+
+        audit._Chain = Racing
+        report = verify_ledger(path)
+    finally:
+        audit._Chain = original
+    ledger.close()
+    assert report.ok, report.defects
