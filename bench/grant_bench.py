@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,6 +44,7 @@ from scheduler.grants.slurm import SlurmBackend
 
 USER, ACCOUNT, GENERATION = "wlt-bench", "bench", "A100-SXM4-80GB"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PASS_S = 5.0  # the lease worker's interval (LEASE_WORKER_INTERVAL_S)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -85,17 +88,23 @@ def pass_round(cluster, backend, gpus) -> dict[str, list[float]]:
     if any(isinstance(o, Exception) for o in outcomes):
         raise RuntimeError(f"a grant failed: {outcomes}")
 
-    def step(grant) -> float:
+    def step(grant) -> tuple[float, float]:
+        began = time.monotonic()
         done = cluster.run(["srun", f"--jobid={grant.handle}", "--overlap", "true"], user=USER,
                            host=None, timeout=60)  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(f"a step in grant {grant.handle} failed: {done.stderr}")
-        return time.monotonic() - started
+        return time.monotonic() - started, time.monotonic() - began
 
     with ThreadPoolExecutor(len(outcomes)) as pool:
         steps = list(pool.map(step, outcomes))
     revoked = [revoke(cluster, backend, r.lease) for r in requests]
-    return {"grant_s": [held_s], "step_s": steps, "revoke_s": revoked}
+    return {
+        "grant_s": [held_s],
+        "step_s": [total for total, _ in steps],
+        "srun_s": [own for _, own in steps],
+        "revoke_s": revoked,
+    }
 
 
 def revoke(cluster: LocalCluster, backend: SlurmBackend, lease: str) -> float:
@@ -139,6 +148,79 @@ def round_of(cluster, backend, gpus, workers: int) -> dict[str, list[float]]:
     }
 
 
+def sustained(cluster, backend, gpus, leases: int, minutes: float, seed: int) -> None:
+    """`leases` one-GPU leases arriving evenly over `minutes`, each held 20 to 60 s, driven
+    the way the lease worker drives them: one pass every PASS_S that revokes the leases
+    that ended (one `revoke` each), grants the arrivals (one `grant_many`) and reads what
+    Slurm holds (one `grants`, as the drift repair does). Every tenth lease runs a step.
+    At the end: every lease was granted once and revoked, Slurm holds nothing, no GPU was
+    ever in two grants, and accounting has every grant."""
+    rng = random.Random(seed)
+    span_s = minutes * 60
+    arrivals = sorted(rng.uniform(0, span_s - 60) for _ in range(leases))
+    waiting = [(at, rng.uniform(20, 60)) for at in arrivals]
+    free, held, handles, failures, overlaps = list(gpus), {}, [], [], 0
+    grant_s, revoke_s, queued_s, steps = [], [], [], 0
+    started = time.monotonic()
+    passes = 0
+    while waiting or held:
+        now = time.monotonic() - started
+        for lease, (gpu, ends) in list(held.items()):
+            if ends <= now:
+                began = time.monotonic()
+                backend.revoke(lease)
+                revoke_s.append(time.monotonic() - began)
+                free.append(gpu)
+                del held[lease]
+        due = []
+        while waiting and waiting[0][0] <= now and free:
+            at, lifetime = waiting.pop(0)
+            due.append((at, lifetime, free.pop(0)))
+        if due:
+            requests = [
+                GrantRequest(str(uuid.uuid4()), ACCOUNT, USER, g.node, (g,), 3600)
+                for _, _, g in due
+            ]
+            began = time.monotonic()
+            outcomes = backend.grant_many(requests)
+            grant_s.append(time.monotonic() - began)
+            for (at, lifetime, gpu), request, outcome in zip(due, requests, outcomes, strict=True):
+                if isinstance(outcome, Exception):
+                    failures.append(f"{request.lease}: {outcome}")
+                    free.append(gpu)
+                    continue
+                queued_s.append(time.monotonic() - started - at)
+                held[request.lease] = (gpu, time.monotonic() - started + lifetime)
+                handles.append(outcome.handle)
+                if len(handles) % 10 == 0:
+                    step = cluster.run(["srun", f"--jobid={outcome.handle}", "--overlap", "true"],
+                                       user=USER, host=None, timeout=60)  # fmt: skip
+                    if step.returncode != 0:
+                        failures.append(f"step in {outcome.handle}: {step.stderr.strip()}")
+                    steps += 1
+        holding = [(g.node, i) for g in backend.grants() for i in g.slots]
+        overlaps += len(holding) - len(set(holding))
+        passes += 1
+        if passes % 12 == 0:
+            print(f"  {now:.0f} s: {len(handles)} granted, {len(held)} held, "
+                  f"{len(waiting)} to come", flush=True)  # fmt: skip
+        time.sleep(max(0.0, PASS_S - (time.monotonic() - started - now)))
+    left = backend.grants()
+    accounting = backend.run("sacct", "--jobs", ",".join(handles), "-X", "-n", "-P",
+                             "--format=JobID,State").stdout.split()  # fmt: skip
+    accounted = {line.split("|")[0] for line in accounting if "|CANCELLED" in line}
+    report(f"{leases} leases over {minutes:g} min, a pass every {PASS_S:g} s", {
+        "pass grant_many_s": grant_s, "arrival to held_s": queued_s, "revoke_s": revoke_s,
+    })  # fmt: skip
+    print(f"granted {len(handles)}, steps {steps}, failures {len(failures)}, grants left "
+          f"{len(left)}, GPU held twice {overlaps}, missing from accounting (or not cancelled) "
+          f"{len(set(handles) - accounted)}")  # fmt: skip
+    for failure in failures[:5]:
+        print("  failure:", failure)
+    if failures or left or overlaps or set(handles) - accounted or len(handles) != leases:
+        raise SystemExit("the sustained run lost or double-granted something (above)")
+
+
 def report(title: str, figures: dict[str, list[float]]) -> None:
     parts = [
         f"{name} p50 {statistics.median(v):.2f} p99 {pct(v, 0.99):.2f} max {max(v):.2f}"
@@ -154,6 +236,20 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-serial", action="store_true", help="leave out one-at-a-time")
+    parser.add_argument(
+        "--slurm-conf",
+        default="",
+        help="lines appended to slurm.conf, e.g. 'SchedulerParameters=batch_sched_delay=0'",
+    )
+    parser.add_argument(
+        "--sustained",
+        type=int,
+        default=0,
+        metavar="LEASES",
+        help="instead: LEASES leases granted and revoked over --minutes",
+    )
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=31)
     args = parser.parse_args()
     gpus = slots(args.nodes, args.gpus_per_node)[: args.concurrency]
     nodes = [
@@ -169,12 +265,18 @@ def main() -> None:
     ]
     ensure_unix_user(USER)
     try:
-        with LocalCluster(nodes) as cluster:
+        with LocalCluster(nodes, extra_conf=args.slurm_conf.replace("\\n", "\n") + "\n") as cluster:
             backend = SlurmBackend(conf=cluster.conf)
             backend.ensure_account(ACCOUNT, [USER])
             ctld = int(cluster.run(["pgrep", "-f", "slurmctld -D"], host=None).stdout.split()[0])
             cpu0, ctld0, wall0 = time.process_time(), cpu_s(ctld), time.monotonic()
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            child0 = usage.ru_utime + usage.ru_stime
             total = 0
+            if args.sustained:
+                sustained(cluster, backend, slots(args.nodes, args.gpus_per_node),
+                          args.sustained, args.minutes, args.seed)  # fmt: skip
+                total, args.rounds, args.no_serial, args.concurrency = args.sustained, 0, True, 0
             for r in range(args.rounds):
                 report(
                     f"round {r + 1}, {len(gpus)} at once",
@@ -184,16 +286,19 @@ def main() -> None:
             if not args.no_serial:
                 report(f"one at a time, {len(gpus)}", round_of(cluster, backend, gpus, 1))
                 total += len(gpus)
-            report(
-                f"one placement pass of {len(gpus)} (grant_many)",
-                pass_round(cluster, backend, gpus),
-            )
-            total += len(gpus)
+            if gpus and not args.sustained:
+                report(
+                    f"one placement pass of {len(gpus)} (grant_many)",
+                    pass_round(cluster, backend, gpus),
+                )
+                total += len(gpus)
             wall = time.monotonic() - wall0
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
             print(
                 f"{total} grants and revocations in {wall:.0f} s: slurmctld "
                 f"{cpu_s(ctld) - ctld0:.1f} CPU s, this process {time.process_time() - cpu0:.1f} "
-                f"CPU s (the Slurm commands it ran are separate processes, not counted)"
+                f"CPU s, the Slurm commands it ran (sbatch, squeue, scancel, srun, ...) "
+                f"{children.ru_utime + children.ru_stime - child0:.1f} CPU s"
             )
     finally:
         remove_unix_user(USER)

@@ -43,8 +43,8 @@ from webapp.outbox.models import OutboxEntry
 from webapp.outbox.relay import relay_once
 from webapp.tenancy.models import Membership, Tenant
 
-NODE = "node-1"  # the fleet fixture's node: 4 A100s
-GENERATION = "A100-SXM4-80GB"
+NODE = "node-1"  # the fleet fixture's node, its GPUs made two A100s and two L40S here
+GENERATIONS = ("A100-SXM4-80GB", "A100-SXM4-80GB", "L40S", "L40S")  # by device index
 ALICE, BOB, GHOST = "wlt-alice", "wlt-bob", "wlt-ghost"  # ghost: mapped, no such user
 CONTROLLER_NS: dict = {}  # slurm.conf -> the namespace of its controller's host
 REQUEST = {"gpu_count": 2, "precision": "FP16", "hours": "1"}
@@ -57,7 +57,20 @@ PROBE = (
 
 
 def slot(index: int) -> LocalGpu:
-    return LocalGpu(index, slurm_conf.slot_type(GpuSlot(f"g{index}", NODE, index, GENERATION)))
+    gpu = GpuSlot(f"g{index}", NODE, index, GENERATIONS[index])
+    return LocalGpu(index, slurm_conf.slot_type(gpu))
+
+
+@pytest.fixture(autouse=True)
+def mixed_fleet(fleet):
+    """The node's GPUs as the cluster's gres.conf has them (before the node registers), so
+    a lease can migrate to the other generation on the same node."""
+    from webapp.fleet.models import GPU, Generation
+
+    for index, generation in enumerate(GENERATIONS):
+        GPU.objects.filter(node=fleet.node, index=index).update(
+            generation=Generation.objects.get(catalogue_id=generation)
+        )
 
 
 @pytest.fixture(scope="module")
@@ -167,11 +180,9 @@ def test_another_tenant_and_a_job_outside_any_lease_cannot_use_the_leased_gpus(
     assert longer.returncode != 0
 
 
-def test_ending_a_lease_stops_its_jobs_within_the_bound(
-    slurm, cluster, acme, attested_node, ledger
-):
-    lease = placed_lease(acme, ledger)
-    handle = lease.grants[0]["handle"]
+@contextlib.contextmanager
+def running_step(cluster, slurm, handle: str) -> Iterator[subprocess.Popen]:
+    """A tenant's long step running inside grant `handle` (started and seen by accounting)."""
     step = subprocess.Popen(
         [*cluster.prefix(CONTROLLER), "runuser", "-u", ALICE, "--", "srun", f"--jobid={handle}",
          "--overlap", "sleep", "300"], env=cluster.env, stdout=subprocess.DEVNULL,
@@ -179,19 +190,90 @@ def test_ending_a_lease_stops_its_jobs_within_the_bound(
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 15
-        while not any(j.job_id.endswith(".0") for j in slurm.jobs([handle])):
+        while not any(j.job_id.startswith(f"{handle}.") for j in slurm.jobs([handle])):
             assert time.monotonic() < deadline, "the step never started"
             time.sleep(0.2)
-        assert acme.client.post(f"/api/v1/leases/{lease.pk}/end/").status_code == 200
-        started = time.monotonic()
-        assert run_pass(actor="worker").revoked == 1
-        step.wait(timeout=REVOKE_BOUND_S)
-        assert time.monotonic() - started <= REVOKE_BOUND_S
+        yield step
     finally:
         with contextlib.suppress(ProcessLookupError):
             step.kill()
+
+
+def stopped_within_the_bound(step: subprocess.Popen, started: float) -> bool:
+    step.wait(timeout=REVOKE_BOUND_S)
+    return time.monotonic() - started <= REVOKE_BOUND_S
+
+
+def test_ending_a_lease_stops_its_jobs_within_the_bound(
+    slurm, cluster, acme, attested_node, ledger
+):
+    lease = placed_lease(acme, ledger)
+    with running_step(cluster, slurm, lease.grants[0]["handle"]) as step:
+        assert acme.client.post(f"/api/v1/leases/{lease.pk}/end/").status_code == 200
+        started = time.monotonic()
+        assert run_pass(actor="worker").revoked == 1
+        assert stopped_within_the_bound(step, started)
     assert slurm.grants() == []
     assert Lease.objects.get(pk=lease.pk).revoked is not None
+
+
+def test_preempting_a_lease_stops_its_jobs_within_the_bound(
+    slurm, cluster, acme, attested_node, ledger
+):
+    from webapp.leasing import actions
+
+    lease = placed_lease(acme, ledger)
+    with running_step(cluster, slurm, lease.grants[0]["handle"]) as step:
+        actions.preempt_lease(lease, reason="preempted by lease 99", actor="worker")
+        started = time.monotonic()
+        assert run_pass(actor="worker").revoked == 1
+        assert stopped_within_the_bound(step, started)
+    assert slurm.grants() == []
+
+
+def test_cancelling_a_placed_lease_takes_its_grant_away(slurm, cluster, acme, attested_node):
+    lease_id = acme.client.post("/api/v1/leases/", REQUEST, format="json").json()["id"]
+    assert run_pass(actor="worker").placed == 1  # granted and placed, not on the ledger yet
+    lease = Lease.objects.get(pk=lease_id)
+    assert lease.state == states.PLACED and slurm.grants()
+    assert acme.client.post(f"/api/v1/leases/{lease_id}/cancel/").status_code == 200
+    assert run_pass(actor="worker").revoked == 1
+    assert slurm.grants() == []
+    refused = srun(cluster, ALICE, lease.grants[0]["handle"], "true")
+    assert refused.returncode != 0
+
+
+def test_a_migration_moves_the_grant_and_stops_the_jobs_of_the_old_one(
+    slurm, cluster, acme, attested_node, ledger
+):
+    lease = placed_lease(acme, ledger)
+    old = lease.grants[0]["handle"]
+    before = sorted(g.index for g in lease.gpus.all())
+    with running_step(cluster, slurm, old) as step:
+        started = time.monotonic()
+        [other] = {*GENERATIONS} - {g.generation.catalogue_id for g in lease.gpus.all()}
+        moved = acme.client.post(
+            f"/api/v1/leases/{lease.pk}/migrate/", {"generation": other}, format="json"
+        )
+        assert moved.status_code == 200, moved.json()
+        assert stopped_within_the_bound(step, started)
+    lease.refresh_from_db()
+    [grant] = lease.grants
+    after = sorted(g.index for g in lease.gpus.all())
+    assert grant["handle"] != old and set(after).isdisjoint(before)
+    assert [g.handle for g in slurm.grants()] == [grant["handle"]]
+    seen = probe(cluster, ALICE, grant["handle"])
+    assert [i for i, errno in enumerate(seen) if errno == "ENXIO"] == after
+
+
+def test_a_tenant_sees_no_other_tenants_lease_grant_or_jobs(
+    slurm, cluster, acme, outsider, attested_node, ledger
+):
+    lease = placed_lease(acme, ledger)
+    assert outsider.client.get(f"/api/v1/leases/{lease.pk}/").status_code == 404
+    assert outsider.client.get(f"/api/v1/leases/{lease.pk}/jobs/").status_code == 404
+    assert outsider.client.post(f"/api/v1/leases/{lease.pk}/end/").status_code == 404
+    assert slurm.grants()[0].lease == str(lease.ledger_id)
 
 
 def test_a_grant_the_cluster_refuses_fails_the_lease_unbilled(
