@@ -154,6 +154,10 @@ class GrantBackend(Protocol):
         """Take every grant of the lease away and stop its jobs within REVOKE_BOUND_S;
         returns the handles revoked (none: it held nothing). Idempotent."""
 
+    def revoke_many(self, leases: Sequence[str]) -> dict[str, list[str]]:
+        """revoke() for each of `leases` at once (what one lease-worker pass ends): lease ->
+        the handles revoked. Either all are gone within REVOKE_BOUND_S or ClusterError."""
+
     def release(self, handles: Sequence[str]) -> None:
         """Take these grants away (a migration's old GPUs), as revoke does."""
 

@@ -23,7 +23,7 @@ import pwd
 import re
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,8 @@ from scheduler.grants.interface import (
 )
 
 GRANT_PREFIX = "wattlease"
-POLL_S = 0.1
+POLL_S = 0.1  # the first wait for Slurm to act; then half as long again each time, to
+POLL_MAX_S = 0.5  # at most this: each poll is an squeue of every job (seconds of CPU a run)
 SUBMIT_THREADS = 8  # sbatch calls in flight at once when a pass grants many leases
 SECONDS_PER_MINUTE = 60
 LEASE_RE = re.compile(r"^[A-Za-z0-9-]{1,64}$")
@@ -262,6 +263,7 @@ class SlurmBackend:
         out: dict[str, Grant | ClusterError] = {}
         deadline = time.monotonic() + self.start_timeout_s
         reasons: dict[str, str] = {}
+        pause = _pauses()
         while waiting and time.monotonic() < deadline:
             jobs = {g.handle: g for g in self._squeue()}
             for handle, request in list(waiting.items()):
@@ -286,7 +288,7 @@ class SlurmBackend:
                     continue
                 del waiting[handle]
             if waiting:
-                time.sleep(POLL_S)
+                time.sleep(next(pause))
         for handle, request in waiting.items():
             reason = self._pending_reason(handle) or reasons.get(handle, "not started")
             self._cancel([handle])
@@ -306,10 +308,19 @@ class SlurmBackend:
         return ""
 
     def revoke(self, lease: str) -> list[str]:
-        handles = [g.handle for g in self.grants() if g.lease == lease]
+        return self.revoke_many([lease])[lease]
+
+    def revoke_many(self, leases: Sequence[str]) -> dict[str, list[str]]:
+        """One squeue to find the grants, one scancel for all, one squeue a poll until they
+        are gone: a pass that ends 20 leases costs what ending one does."""
+        revoked: dict[str, list[str]] = {lease: [] for lease in leases}
+        for grant in self.grants():
+            if grant.lease in revoked:
+                revoked[grant.lease].append(grant.handle)
+        handles = [h for held in revoked.values() for h in held]
         if handles:
             self._cancel(handles)
-        return handles
+        return revoked
 
     def release(self, handles: Sequence[str]) -> None:
         if not all(h.isdigit() for h in handles):
@@ -320,11 +331,12 @@ class SlurmBackend:
     def _cancel(self, handles: Sequence[str]) -> None:
         self._ok("scancel", *handles)
         deadline = time.monotonic() + self.revoke_bound_s
+        pause = _pauses()
         while time.monotonic() < deadline:
             alive = [g for g in self._squeue() if g.handle in handles and g.state in ALIVE]
             if not alive:
                 return
-            time.sleep(POLL_S)
+            time.sleep(next(pause))
         states_left = sorted({g.state for g in alive})
         raise ClusterError(
             f"Slurm jobs {', '.join(g.handle for g in alive)} still {'/'.join(states_left)} "
@@ -410,6 +422,14 @@ class SlurmBackend:
 
     def submit_hint(self, grant: Grant) -> str:
         return f"srun --jobid={grant.handle} --overlap <command>   # as cluster user {grant.user}"
+
+
+def _pauses() -> Iterator[float]:
+    """The waits between polls of Slurm: POLL_S, growing by half to POLL_MAX_S."""
+    pause = POLL_S
+    while True:
+        yield pause
+        pause = min(pause * 1.5, POLL_MAX_S)
 
 
 def _first_line(text: str) -> str:

@@ -173,12 +173,19 @@ def release(tenant: Tenant, lease: str, handles: Sequence[str], *, actor: str) -
 
 def revoke(tenant: Tenant, lease: str, *, actor: str) -> list[str]:
     """Take every grant of the lease away; its jobs stop within the backend's bound."""
+    return revoke_many([(tenant, lease)], actor=actor)[lease]
+
+
+def revoke_many(leases: list[tuple[Tenant, str]], *, actor: str) -> dict[str, list[str]]:
+    """revoke() for each (tenant, lease) at once, as one lease-worker pass ends them:
+    lease -> the handles revoked, one audit row each."""
     cluster = backend()
     if cluster is None:
-        return []
-    handles = cluster.revoke(lease)
-    audit(actor, "cluster.revoked", tenant, lease=lease, handles=handles)
-    return handles
+        return {lease: [] for _, lease in leases}
+    revoked = cluster.revoke_many([lease for _, lease in leases])
+    for tenant, lease in leases:
+        audit(actor, "cluster.revoked", tenant, lease=lease, handles=revoked[lease])
+    return revoked
 
 
 def gate_reason(node: Node) -> str | None:

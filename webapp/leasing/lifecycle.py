@@ -57,16 +57,23 @@ def revoke_ended(*, actor: str) -> int:
     """Take the cluster's grant away from every lease that stopped running (ended, cancelled,
     preempted, failed): its jobs stop within the backend's bound. A cluster that cannot be
     asked now is asked again next pass; nothing the tenant does keeps a grant alive."""
-    revoked = 0
-    due = Lease.objects.exclude(grants=[]).filter(revoked__isnull=True)
-    for lease in due.exclude(state__in=states.RUNNING).select_related("tenant"):
-        try:
-            handles = cluster.revoke(lease.tenant, str(lease.ledger_id), actor=actor)
-        except ClusterError:
-            log.exception("lease %s: could not revoke its grant; next pass tries again", lease.pk)
-            continue
-        revoked += actions.note_revoked(lease, handles, actor=actor)
-    return revoked
+    due = list(
+        Lease.objects.exclude(grants=[])
+        .filter(revoked__isnull=True)
+        .exclude(state__in=states.RUNNING)
+        .select_related("tenant")
+    )
+    if not due:
+        return 0
+    try:
+        ending = [(lease.tenant, str(lease.ledger_id)) for lease in due]
+        handles = cluster.revoke_many(ending, actor=actor)
+    except ClusterError:
+        log.exception("could not revoke the grants of %d leases; next pass tries again", len(due))
+        return 0
+    return sum(
+        actions.note_revoked(lease, handles[str(lease.ledger_id)], actor=actor) for lease in due
+    )
 
 
 def repair_cluster(*, actor: str) -> int:
