@@ -149,12 +149,13 @@ def round_of(cluster, backend, gpus, workers: int) -> dict[str, list[float]]:
 
 
 def sustained(cluster, backend, gpus, leases: int, minutes: float, seed: int) -> None:
-    """`leases` one-GPU leases arriving evenly over `minutes`, each held 15 to 45 s (about 55 at once), driven
-    the way the lease worker drives them: one pass every PASS_S that revokes the leases
-    that ended (one `revoke_many`), grants the arrivals (one `grant_many`) and reads what
-    Slurm holds (one `grants`, as the drift repair does). Every tenth lease runs a step.
-    At the end: every lease was granted once and revoked, Slurm holds nothing, no GPU was
-    ever in two grants, and accounting has every grant."""
+    """`leases` one-GPU leases arriving evenly over `minutes`, each held 15 to 45 s
+    (about 55 at once), driven the way the lease worker drives them: one pass every
+    PASS_S that revokes the leases that ended (one `revoke_many`), grants the arrivals
+    (one `grant_many`) and reads what Slurm holds (one `grants`, as the drift repair
+    does). Every tenth lease runs a step. At the end: every lease was granted once and
+    revoked, Slurm holds nothing, no GPU was ever in two grants, and accounting has
+    every grant."""
     rng = random.Random(seed)
     span_s = minutes * 60
     arrivals = sorted(rng.uniform(0, span_s - 60) for _ in range(leases))

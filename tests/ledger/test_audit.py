@@ -366,6 +366,7 @@ def test_an_audit_of_a_ledger_that_goes_on_committing_reads_one_snapshot(tmp_pat
     assert not any(key.startswith("att:") for key in reading.state())
     original = audit._Chain
     try:  # verify_ledger itself, with a block committed between its first and last read
+
         class Racing(original):
             def state(self):
                 attest(client, node_tpm, "n1", 0)
