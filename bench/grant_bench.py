@@ -42,7 +42,8 @@ from scheduler.grants.local_cluster import (
 )
 from scheduler.grants.slurm import SlurmBackend
 
-USER, ACCOUNT, GENERATION = "wlt-bench", "bench", "A100-SXM4-80GB"
+# the bench's unix user is its own: a test run beside it must not remove it
+USER, ACCOUNT, GENERATION = f"wlt-bench-{os.getpid():x}", "bench", "A100-SXM4-80GB"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PASS_S = 5.0  # the lease worker's interval (LEASE_WORKER_INTERVAL_S)
 

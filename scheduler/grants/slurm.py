@@ -487,13 +487,22 @@ def _grant_of(job: Any) -> Grant | None:
         lease=named.group(1),
         handle=str(_int(job, "job_id", "squeue")),
         account=_text(job, "account", "squeue"),
-        user=_text(job, "user_name", "squeue"),
+        user=_user_of(job),
         node=named.group(2),
         slots=slots,
         running=state in HELD and bool(slots),
         state=state,
         submitted=_int(job, "submit_time", "squeue"),
     )
+
+
+def _user_of(job: dict[str, Any]) -> str:
+    """The grant's cluster user; a user removed from the machine since (Slurm answers a null
+    name) reads as its uid, so the grant stays visible to reconcile and can be released
+    instead of making every squeue unreadable."""
+    if job.get("user_name") is None and isinstance(job.get("user_id"), int):
+        return f"uid:{_int(job, 'user_id', 'squeue')}"
+    return _text(job, "user_name", "squeue")
 
 
 def _slots(job: dict[str, Any]) -> tuple[int, ...]:

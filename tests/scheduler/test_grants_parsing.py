@@ -82,6 +82,16 @@ def test_a_pending_grant_reads_the_slots_it_asked_for_and_is_not_held():
     assert (grant.slots, grant.running) == ((0, 2), False)
 
 
+def test_a_grant_whose_user_was_removed_reads_as_its_uid_and_stays_visible():
+    grant = slurm._grant_of(squeue_job(user_name=None, user_id=1234))
+    assert grant is not None
+    assert (grant.user, grant.handle) == ("uid:1234", "42")
+    with pytest.raises(ClusterError, match="user_name"):
+        slurm._grant_of(squeue_job(user_name=None, user_id="1234"))
+    with pytest.raises(ClusterError, match="user_id"):
+        slurm._grant_of(squeue_job(user_name=None, user_id=True))
+
+
 def test_a_job_that_is_not_a_grant_is_not_read_as_one():
     assert slurm._grant_of(squeue_job(name="train.sh")) is None
     assert slurm._grant_of(squeue_job(name=f"wattlease.{LEASE}.n[1-2]")) is None

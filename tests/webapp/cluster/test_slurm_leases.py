@@ -12,6 +12,7 @@ fails here with what to install, never skips."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -45,7 +46,10 @@ from webapp.tenancy.models import Membership, Tenant
 
 NODE = "node-1"  # the fleet fixture's node, its GPUs made two A100s and two L40S here
 GENERATIONS = ("A100-SXM4-80GB", "A100-SXM4-80GB", "L40S", "L40S")  # by device index
-ALICE, BOB, GHOST = "wlt-alice", "wlt-bob", "wlt-ghost"  # ghost: mapped, no such user
+# unix users of this run only: a second run on the machine must not remove ours (ghost:
+# mapped, no such user)
+RUN = format(os.getpid(), "x")
+ALICE, BOB, GHOST = (f"wlt-{name}-{RUN}" for name in ("alice", "bob", "ghost"))
 CONTROLLER_NS: dict = {}  # slurm.conf -> the namespace of its controller's host
 REQUEST = {"gpu_count": 2, "precision": "FP16", "hours": "1"}
 PROBE = (
