@@ -162,6 +162,7 @@ class SlurmBackend:
             raise ClusterError(
                 f"{command} --json answered a {type(data).__name__}", code="cluster.garbage"
             )
+        _refuse_errors(data, command)
         return data
 
     # --- accounts -------------------------------------------------------------------------
@@ -446,6 +447,22 @@ def _group_of(user: str) -> str:
             "useradd) before a lease is granted to it",
             code="cluster.unknown_user",
         ) from None
+
+
+def _refuse_errors(data: dict[str, Any], command: str) -> None:
+    """22.05's `--json` exits 0 when it could not reach slurmctld, with an empty list and
+    the failure in "errors": read as an answer, a controller that is down would hold no
+    grants and no nodes (drift repair would grant every lease again)."""
+    errors = data.get("errors", [])
+    if not isinstance(errors, list):
+        raise ClusterError(f"{command} --json: 'errors' is not a list", code="cluster.garbage")
+    if errors:
+        first = errors[0] if isinstance(errors[0], dict) else {}
+        said = first.get("description") or first.get("error") or "no description"
+        raise ClusterError(
+            f"{command} --json could not ask slurmctld: {str(said)[:120]} "
+            f"({len(errors)} error(s)); is slurmctld running and reachable?"
+        )
 
 
 def _list(data: dict[str, Any], key: str) -> list[Any]:

@@ -92,6 +92,22 @@ def test_a_grant_whose_user_was_removed_reads_as_its_uid_and_stays_visible():
         slurm._grant_of(squeue_job(user_name=None, user_id=True))
 
 
+@pytest.mark.parametrize("command", ["squeue", "sinfo", "sacct"])
+def test_an_answer_with_errors_is_a_cluster_that_could_not_be_asked_not_an_empty_one(command):
+    # what 22.05 prints, exit 0, when slurmctld is down
+    down = {"errors": [{"description": "Failed while looking for jobs", "error_number": -1}]}
+    with pytest.raises(ClusterError, match="could not ask slurmctld: Failed while") as caught:
+        slurm._refuse_errors({**down, "jobs": []}, command)
+    assert caught.value.code == "cluster.unavailable"
+    with pytest.raises(ClusterError, match="Unspecified error"):
+        slurm._refuse_errors({"errors": [{"error": "Unspecified error"}], "nodes": []}, command)
+    with pytest.raises(ClusterError, match="not a list") as caught:
+        slurm._refuse_errors({"errors": "down"}, command)
+    assert caught.value.code == "cluster.garbage"
+    slurm._refuse_errors({"errors": [], "jobs": []}, command)
+    slurm._refuse_errors({"jobs": []}, command)
+
+
 def test_a_job_that_is_not_a_grant_is_not_read_as_one():
     assert slurm._grant_of(squeue_job(name="train.sh")) is None
     assert slurm._grant_of(squeue_job(name=f"wattlease.{LEASE}.n[1-2]")) is None

@@ -12,7 +12,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from scheduler.grants.interface import ClusterError, GrantBackend, GrantRefused, requests_for
+from scheduler.grants.interface import (
+    ClusterError,
+    GrantBackend,
+    GrantRefused,
+    NodeGate,
+    requests_for,
+)
 from webapp.cluster import backend as backends
 from webapp.cluster.slots import slots_of
 from webapp.core.events import audit
@@ -217,12 +223,27 @@ def gate_nodes(*, actor: str) -> dict[str, int]:
     for node in Node.objects.filter(name__in=list(gates)):
         gate = gates[node.name]
         reason = gate_reason(node)
-        if reason is not None and not gate.drained:
-            cluster.drain(node.name, reason)
+        change = gate_change(reason, gate)
+        if change == DRAIN:
+            cluster.drain(node.name, reason or "")
             audit(actor, "node.drained", node, reason=reason)
             drained += 1
-        elif reason is None and gate.drained and gate.reason.startswith(GATE_REASON_PREFIX):
+        elif change == RESUME:
             cluster.resume(node.name)
             audit(actor, "node.resumed", node, previous=gate.reason)
             resumed += 1
     return {"drained": drained, "resumed": resumed}
+
+
+DRAIN, RESUME = "drain", "resume"
+
+
+def gate_change(reason: str | None, gate: NodeGate) -> str | None:
+    """What the gate must do to a node the cluster shows as `gate` when its attestation
+    gives `reason` (gate_reason): DRAIN, RESUME or None. The one rule gate_nodes applies and
+    the operator console flags as a disagreement until the next pass applies it."""
+    if reason is not None and not gate.drained:
+        return DRAIN
+    if reason is None and gate.drained and gate.reason.startswith(GATE_REASON_PREFIX):
+        return RESUME
+    return None

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from webapp.cluster import selectors as cluster_state
 from webapp.dashboard import capacity, drill, fleet, ledger_series, nodes, series
 from webapp.dashboard.ranges import RANGES, BadRange, Range, parse_range
 from webapp.dashboard.strings import page_strings
@@ -85,7 +86,12 @@ def node_page(request: HttpRequest, name: str) -> HttpResponse:
     crumbs = [_site_crumb(node.site.name), *(_pool_crumb(node.site.name, g) for g in pools)]
     context = _context("node", _("Node %(name)s") % {"name": node.name}, crumbs)
     events = node.events.all()[: nodes.MAX_EVENTS_SHOWN]
-    return render(request, "dashboard/ops_node.html", {**context, "node": node, "events": events})
+    view = cluster_state.side_by_side([node])
+    return render(
+        request,
+        "dashboard/ops_node.html",
+        {**context, "node": node, "events": events, "cluster": view, "gate": view.nodes[node.name]},
+    )
 
 
 @staff_member_required

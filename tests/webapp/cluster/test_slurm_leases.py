@@ -322,6 +322,51 @@ def test_attestation_drains_the_node_with_the_reason_and_resumes_it(
     assert slurm.nodes()[NODE].reason == "maintenance: new PSU"
 
 
+@pytest.fixture
+def operator_page(db):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("op", "", "pw", is_staff=True))
+    return lambda: client.get(f"/ops/nodes/{NODE}/").content.decode()
+
+
+def gate_rows(page: str) -> str:
+    return page[page.index('id="gate"') : page.index("</section>", page.index('id="gate"'))]
+
+
+def test_the_operator_console_shows_attestation_and_the_cluster_side_by_side(
+    slurm, cluster, attested_node, operator_page
+):
+    Node.objects.filter(name=NODE).update(trust=Node.STALE)
+    shown = gate_rows(operator_page())
+    # the attestation says no work; the cluster has not been told yet: flagged
+    assert "attestation stale" in shown and 'id="gate-disagrees"' in shown
+    assert "drains the node" in shown
+    run_pass(actor="worker")
+    shown = gate_rows(operator_page())
+    # both sides now agree, each with its own state and reason
+    assert 'id="gate-disagrees"' not in shown
+    assert "(drained)" in shown and shown.count("attestation stale") == 2
+    # the node attests again while Slurm still holds it drained: flagged the other way
+    Node.objects.filter(name=NODE).update(trust=Node.TRUSTED)
+    shown = gate_rows(operator_page())
+    assert 'id="gate-disagrees"' in shown and "resumes it" in shown
+
+
+def test_the_operator_console_says_when_the_cluster_cannot_be_asked(
+    slurm, cluster, attested_node, operator_page
+):
+    cluster.stop_controller()
+    try:
+        shown = gate_rows(operator_page())
+    finally:
+        cluster.start_controller()
+    assert "could not be asked for this node's state" in shown
+    assert Node.TRUSTED in shown  # the attestation side is still shown
+
+
 def test_reconcile_restores_a_lost_grant_and_revokes_a_stray_one(
     slurm, cluster, acme, attested_node, ledger
 ):
