@@ -31,11 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.grants import slurm_conf
 from scheduler.grants.interface import GpuSlot, GrantRequest
 from scheduler.grants.local_cluster import (
     LocalCluster,
-    LocalGpu,
     LocalNode,
     ensure_unix_user,
     remove_unix_user,
@@ -258,10 +256,7 @@ def main() -> None:
         LocalNode(
             f"bench-{n}",
             "127.0.0.1",
-            tuple(
-                LocalGpu(i, slurm_conf.slot_type(GpuSlot("x", f"bench-{n}", i, GENERATION)))
-                for i in range(args.gpus_per_node)
-            ),
+            tuple(GpuSlot("x", f"bench-{n}", i, GENERATION) for i in range(args.gpus_per_node)),
         )
         for n in range(args.nodes)
     ]

@@ -35,10 +35,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from scheduler.grants import slurm_conf
+from scheduler.grants.interface import GpuSlot
 from scheduler.grants.local_mariadb import LocalMariaDB, tail
 
 log = logging.getLogger("scheduler.grants.local_cluster")
@@ -56,6 +58,7 @@ CLIENT_TIMEOUT_S = 10.0  # one readiness probe (sinfo, sacctmgr)
 POLL_S = 0.25
 PORT_RANGE = (20000, 32768)  # daemons' ports: under Linux's default ephemeral 32768-60999
 READY_NODE_STATES = {"idle", "mixed", "allocated", "completing"}
+TMP_PREFIX = "wl-slurm-"  # a cluster directory of its own under /tmp
 MARKER = "WATTLEASE_LOCAL_CLUSTER"  # in every process we start, so stop() finds leftovers
 REQUIRED = ("munged", "mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "slurmctld",
             "slurmd", "slurmstepd", "sinfo", "squeue", "sbatch", "srun", "scancel",
@@ -121,17 +124,15 @@ PidFile={d}/run/slurmdbd.pid
 
 
 @dataclass(frozen=True)
-class LocalGpu:
-    index: int
-    slot_type: str  # the GRES type only this GPU has on its node (`a100_0`)
-    device: str | None = None  # an existing /dev/nvidiaN; None: a fake device is made
-
-
-@dataclass(frozen=True)
 class LocalNode:
+    """A node of the cluster: its GPUs as the fleet registered them (the slots the grant
+    interface addresses), and for a GPU host the real device file of each index
+    (`{0: "/dev/nvidia0"}`); an index without one gets a device made under the directory."""
+
     name: str
     address: str
-    gpus: tuple[LocalGpu, ...] = ()
+    gpus: tuple[GpuSlot, ...] = ()
+    devices: Mapping[int, str] = field(default_factory=dict)
 
 
 class LocalClusterError(RuntimeError):
@@ -188,24 +189,6 @@ def _free_ports(count: int) -> list[int]:
         return chosen
 
 
-def _node_line(node: LocalNode, port: int) -> str:
-    """slurm.conf's NodeName line; each node has a port of its own (several slurmd may share
-    one address). Kept apart so slurm_conf's official fragment can replace it."""
-    gres = ",".join(f"gpu:{gpu.slot_type}:1" for gpu in node.gpus)
-    return (
-        f"NodeName={node.name} NodeAddr={node.address} Port={port} CPUs={NODE_CPUS} "
-        f"RealMemory={NODE_MEMORY_MB}" + (f" Gres={gres}" if gres else "") + " State=UNKNOWN"
-    )
-
-
-def _gres_lines(node: LocalNode, device: Callable[[str, int], Path]) -> list[str]:
-    """gres.conf's lines for a node: each GPU's type bound to its device file."""
-    return [
-        f"NodeName={node.name} Name=gpu Type={gpu.slot_type} File={device(node.name, gpu.index)}"
-        for gpu in node.gpus
-    ]
-
-
 @dataclass
 class _Daemon:
     name: str
@@ -236,13 +219,16 @@ class LocalCluster:
             )
         if not nodes:
             raise LocalClusterError("a local Slurm cluster needs at least one node")
+        strays = [f"{g.uuid} on {g.node}" for n in nodes for g in n.gpus if g.node != n.name]
+        if strays:
+            raise LocalClusterError(f"GPUs listed under another node: {', '.join(strays)}")
         self.binaries = find_binaries()
         self.nodes = tuple(nodes)
         self.partition, self.cluster_name = partition, cluster_name
         self.controller_address = controller_address
         self._spawn_prefix = spawn_prefix
         self._own_root = workdir is None
-        self.root = Path(tempfile.mkdtemp(prefix="wl-slurm-")) if workdir is None else workdir
+        self.root = Path(tempfile.mkdtemp(prefix=TMP_PREFIX)) if workdir is None else workdir
         self.root.chmod(0o755)  # job users run their scripts from here
         self.extra_conf, self.extra_files = extra_conf, dict(extra_files or {})
         ports = _free_ports(3 + len(self.nodes))
@@ -275,6 +261,9 @@ class LocalCluster:
 
     def node_device(self, node: str, index: int) -> Path:
         return self._devices[(node, index)]
+
+    def _device_file(self, gpu: GpuSlot) -> str:
+        return str(self.node_device(gpu.node, gpu.index))
 
     def run(
         self,
@@ -316,15 +305,7 @@ class LocalCluster:
     def pids(self) -> list[int]:
         """Every live process this cluster started: daemons, slurmstepd, jobs (they inherit
         the marker from the submitting command's environment)."""
-        mark = f"{MARKER}={self.root}".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            with contextlib.suppress(OSError):
-                if mark in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-        return found
+        return marked_pids(self.root)
 
     # --- start and stop ---
     def __enter__(self) -> LocalCluster:
@@ -392,12 +373,12 @@ class LocalCluster:
     # --- the steps ---
 
     def _device_paths(self) -> dict[tuple[str, int], Path]:
-        gpus = [(node.name, gpu) for node in self.nodes for gpu in node.gpus]
         return {
-            (name, gpu.index): Path(gpu.device)
-            if gpu.device
-            else self.root / "dev" / name / f"gpu{gpu.index}"
-            for name, gpu in gpus
+            (node.name, gpu.index): Path(node.devices[gpu.index])
+            if gpu.index in node.devices
+            else self.root / "dev" / node.name / f"gpu{gpu.index}"
+            for node in self.nodes
+            for gpu in node.gpus
         }
 
     def _make_dirs(self) -> None:
@@ -409,7 +390,9 @@ class LocalCluster:
         minor = 0
         for node in self.nodes:
             for gpu in node.gpus:
-                if gpu.device is None:  # a distinct minor per GPU: cgroup rules are by number
+                if (
+                    gpu.index not in node.devices
+                ):  # a distinct minor per GPU: cgroup rules are by number
                     self._make_device(self.node_device(node.name, gpu.index), minor)
                     minor += 1
 
@@ -447,7 +430,11 @@ class LocalCluster:
         etc = self.root / "etc"
         self.conf.write_text(self._slurm_conf())
         (etc / "cgroup.conf").write_text(CGROUP_CONF)
-        gres = [line for node in self.nodes for line in _gres_lines(node, self.node_device)]
+        gres = [
+            line
+            for node in self.nodes
+            for line in slurm_conf.gres_lines(node.name, node.gpus, self._device_file)
+        ]
         (etc / "gres.conf").write_text("".join(f"{line}\n" for line in gres))
         dbd = etc / "slurmdbd.conf"  # slurmdbd finds it beside $SLURM_CONF; it must be 0600
         dbd.touch(mode=0o600)
@@ -456,7 +443,13 @@ class LocalCluster:
             (etc / name).write_text(text)
 
     def _slurm_conf(self) -> str:
-        node_lines = [_node_line(node, self.node_ports[node.name]) for node in self.nodes]
+        node_lines = [  # several slurmd may share an address: each has a port of its own
+            slurm_conf.node_line(
+                node.name, node.gpus, address=node.address, cpus=NODE_CPUS,
+                memory_mb=NODE_MEMORY_MB, port=self.node_ports[node.name],
+            )
+            for node in self.nodes
+        ]  # fmt: skip
         return SLURM_CONF.format(
             cluster=self.cluster_name, hostname=socket.gethostname(), d=self.root,
             controller=self.controller_address, ctld_port=self.ctld_port, munge=self.munge_socket,
@@ -554,12 +547,30 @@ class LocalCluster:
         log.warning("%s (pid %d) survived SIGKILL", daemon.name, daemon.process.pid)
 
     def _kill_leftovers(self) -> None:
-        """SIGKILL what the daemons left running (a slurmstepd, a job), found by the marker."""
-        deadline = time.monotonic() + STOP_GRACE_S
-        while (left := self.pids()) and time.monotonic() < deadline:
-            for pid in left:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(POLL_S)
-        if left:
-            log.warning("processes of %s still alive after SIGKILL: %s", self.root, left)
+        kill_marked(self.root)
+
+
+def marked_pids(root: Path) -> list[int]:
+    """Every live process started by the cluster whose directory is `root`."""
+    mark = f"{MARKER}={root}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if mark in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+    return found
+
+
+def kill_marked(root: Path) -> None:
+    """SIGKILL what a cluster in `root` left running (its daemons when its owner was killed,
+    a slurmstepd, a job), found by the marker."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    while (left := marked_pids(root)) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(POLL_S)
+    if left:
+        log.warning("processes of %s still alive after SIGKILL: %s", root, left)

@@ -20,13 +20,20 @@ from pathlib import Path
 import pytest
 
 from scheduler.grants import local_cluster
-from scheduler.grants.local_cluster import CONTROLLER, LocalCluster, LocalGpu, LocalNode
+from scheduler.grants.interface import GpuSlot
+from scheduler.grants.local_cluster import CONTROLLER, LocalCluster, LocalNode
 from tests.fabric.netns import Hosts
 
 LOOPBACK = "127.0.0.1"
+
+
+def gpus(node: str, generation: str, count: int) -> tuple[GpuSlot, ...]:
+    return tuple(GpuSlot(f"GPU-{node}-{i}", node, i, generation) for i in range(count))
+
+
 NODES = (
-    LocalNode("n1", LOOPBACK, (LocalGpu(0, "a100_0"), LocalGpu(1, "a100_1"))),
-    LocalNode("n2", LOOPBACK, (LocalGpu(0, "h100_0"),)),
+    LocalNode("n1", LOOPBACK, gpus("n1", "A100", 2)),
+    LocalNode("n2", LOOPBACK, gpus("n2", "H100", 1)),
 )
 JOB_DONE_S = 15.0
 JOB_START_S = 15.0
@@ -105,7 +112,7 @@ def test_runs_jobs_on_nodes_in_their_own_network_namespaces() -> None:
             namespace = hosts.namespaces["ctl" if role == CONTROLLER else role]
             return ["nsenter", f"--net=/run/netns/{namespace}", "--"]
 
-        node = LocalNode("n1", hosts.addresses["n1"], (LocalGpu(0, "a100_0"),))
+        node = LocalNode("n1", hosts.addresses["n1"], gpus("n1", "A100", 1))
         with LocalCluster(
             [node], controller_address=hosts.addresses["ctl"], spawn_prefix=on_host
         ) as split:
@@ -178,7 +185,7 @@ def test_controller_restart_keeps_a_running_job(cluster: LocalCluster) -> None:
 
 
 def test_stop_leaves_no_process_and_no_directory() -> None:
-    with LocalCluster([LocalNode("s1", LOOPBACK, (LocalGpu(0, "a100_0"),))]) as solo:
+    with LocalCluster([LocalNode("s1", LOOPBACK, gpus("s1", "A100", 1))]) as solo:
         job = _submit(solo, "sleep 300")  # stop must end a running job too
         _wait_for("job RUNNING", lambda: _queue_state(solo, job) == "RUNNING", JOB_START_S, solo)
         pids, root = solo.pids(), solo.root

@@ -25,6 +25,7 @@ from scheduler import api as scheduler
 from scheduler.telemetry.synthetic import SyntheticGpu, occupancy_trace
 from webapp.attestation.actions import mark_stale
 from webapp.demo.agents import signals_to_main_thread
+from webapp.demo.cluster import DemoCluster
 from webapp.fleet.models import GPU, TelemetrySample
 from webapp.fleet.telemetry import record_samples
 from webapp.leasing import actions, states
@@ -50,8 +51,9 @@ MIGRATION_TARGETS = ("H100-SXM5-80GB", "L40S")
 
 
 class DemoLoop(threading.Thread):
-    def __init__(self, seed: int = 7) -> None:
+    def __init__(self, seed: int = 7, cluster: DemoCluster | None = None) -> None:
         super().__init__(name="demo-loop", daemon=True)
+        self.cluster = cluster  # its tenants run a job inside each lease it grants
         self.rng = random.Random(seed)
         self.seed = seed
         self.stopping = threading.Event()
@@ -79,11 +81,16 @@ class DemoLoop(threading.Thread):
         """The production workers' passes in one thread (attestation watch, lease worker,
         relay), with the demo's random requests and migrations on top."""
         mark_stale()
+        # production's relay is a worker of its own: here it goes first, so a pass that
+        # waits on the cluster (grants restored after a restart) never delays a node's nonce
+        relay_once(client, settings.OUTBOX_BATCH)
         self.maybe_request()
         run_pass(actor=ACTOR, hour_s=DEMO_HOUR_S)
         relay_once(client, settings.OUTBOX_BATCH)  # a committed contract starts its lease
         self.maybe_migrate()
         relay_once(client, settings.OUTBOX_BATCH)
+        if self.cluster is not None:
+            self.cluster.run_tenant_jobs()
 
     def maybe_request(self) -> None:
         if Lease.objects.filter(state=states.REQUESTED).count() >= MAX_OPEN_REQUESTS:

@@ -27,7 +27,6 @@ from scheduler.grants.interface import REVOKE_BOUND_S, GpuSlot
 from scheduler.grants.local_cluster import (
     CONTROLLER,
     LocalCluster,
-    LocalGpu,
     LocalNode,
     ensure_unix_user,
     remove_unix_user,
@@ -60,9 +59,8 @@ PROBE = (
 )
 
 
-def slot(index: int) -> LocalGpu:
-    gpu = GpuSlot(f"g{index}", NODE, index, GENERATIONS[index])
-    return LocalGpu(index, slurm_conf.slot_type(gpu))
+def slot(index: int) -> GpuSlot:
+    return GpuSlot(f"g{index}", NODE, index, GENERATIONS[index])
 
 
 @pytest.fixture(autouse=True)
@@ -176,7 +174,7 @@ def test_another_tenant_and_a_job_outside_any_lease_cannot_use_the_leased_gpus(
     assert refused.returncode != 0 and "denied" in refused.stderr.lower()
     index = lease.gpus.order_by("index").first().index
     outside = cluster.run(
-        ["sbatch", f"--gres=gpu:{slot(index).slot_type}:1", "--wrap=true"], user=BOB
+        ["sbatch", f"--gres={slurm_conf.gres_request([slot(index)])}", "--wrap=true"], user=BOB
     )
     assert outside.returncode != 0 and "leased through Wattlease" in outside.stderr
     # the holder cannot extend the grant from inside it

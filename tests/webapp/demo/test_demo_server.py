@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -10,11 +12,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import pytest
 
+from scheduler.grants import local_cluster
 from tests.services import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -22,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # more than 90 s to come up; a start that never comes still fails.
 START_TIMEOUT_S = 300
 LIVE_TELEMETRY_TIMEOUT_S = 30
+TENANT_JOB_TIMEOUT_S = 90  # a lease placed, granted in Slurm, and its tenant's job started
 FLEET_ON_LEDGER_TIMEOUT_S = 90  # five enrolments, a challenge and a quote each, a tamper
 
 
@@ -106,6 +112,8 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
     database = Path(log.name).parent / "wattlease.sqlite3"
     live_since = _wait_for_live_telemetry(database)
     wait_for_the_fleet_on_the_ledger(database)
+    cluster = _wait_for_a_tenant_job_inside_its_lease(database)
+    _wait_for_the_failed_node_drained(database, cluster)
 
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) in (0, -signal.SIGINT, 130)
@@ -121,6 +129,82 @@ def test_demo_serves_dashboard_admin_and_plotly(demo_server):
         text=True,
     )
     assert leftover.stdout == "", "the demo left swtpm processes behind"
+    assert not local_cluster.marked_pids(cluster.root), "the demo left Slurm daemons behind"
+    assert not cluster.root.exists()
+    for tenant in ("aurora-labs", "basalt-ai", "cirrus-genomics"):
+        assert subprocess.run(["id", f"wl-{tenant}"], capture_output=True).returncode != 0
+
+
+@dataclass
+class DemoSlurm:
+    root: Path  # the demo's cluster directory
+
+    def run(self, *argv: str) -> str:
+        env = {**os.environ, "SLURM_CONF": str(self.root / "etc" / "slurm.conf")}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+JOB_LINE = re.compile(
+    r"^lease ([0-9a-f-]{36}): job (\d+) on \S+ can open GPUs \[([0-9, ]*)\] of 8$"
+)
+
+
+def _wait_for_a_tenant_job_inside_its_lease(database: Path) -> DemoSlurm:
+    """A tenant's job ran inside a lease the demo granted in Slurm: it could open exactly
+    the lease's GPUs (no other of the node's devices), as the tenant's cluster user, under
+    the tenant's account (Slurm's accounting says so)."""
+    data = database.parent
+    cluster = DemoSlurm(Path((data / "slurm" / "cluster-dir").read_text().strip()))
+    deadline = time.monotonic() + TENANT_JOB_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for log in sorted((data / "slurm" / "jobs").glob("*.log")):
+            found = [JOB_LINE.match(line) for line in log.read_text().splitlines()]
+            if found := [m for m in found if m]:
+                lease, job, opened = found[0].groups()
+                with sqlite3.connect(database) as db:
+                    grants, user, account = db.execute(
+                        "select l.grants, l.cluster_user, t.slug from leasing_lease l join "
+                        "tenancy_tenant t on t.id = l.tenant_id where l.ledger_id = ?",
+                        (uuid.UUID(lease).hex,),
+                    ).fetchone()
+                    grant = json.loads(grants)[0] if grants != "[]" else {"handle": None}
+                    if grant["handle"] != job:  # moved since (a migration) or ended
+                        continue
+                    marks = ",".join("?" * len(grant["gpus"]))
+                    indexes = sorted(i for (i,) in db.execute(
+                        f"select \"index\" from fleet_gpu where uuid in ({marks})", grant["gpus"]
+                    ))  # fmt: skip
+                assert [int(i) for i in opened.split(",")] == indexes, (log.name, grant)
+                accounted = cluster.run("sacct", "-n", "-P", "-X", "-j", job, "-o", "User,Account")
+                assert accounted.split() == [f"{user}|{account}"], accounted
+                assert user == f"wl-{account}"
+                return cluster
+        time.sleep(1)
+    pytest.fail("no tenant job ran inside a lease of the demo")
+
+
+def _wait_for_the_failed_node_drained(database: Path, cluster: DemoSlurm) -> None:
+    """The node whose attestation fails (the demo tampers one) takes no work in Slurm: it
+    is drained with the attestation's reason; the trusted nodes are not."""
+    with sqlite3.connect(database) as db:
+        trust = dict(db.execute("select name, trust from fleet_node").fetchall())
+    deadline = time.monotonic() + TENANT_JOB_TIMEOUT_S
+    while time.monotonic() < deadline:
+        nodes = {
+            name: (state, reason)
+            for name, state, reason in (
+                line.split("|", 2)
+                for line in cluster.run("sinfo", "-h", "-N", "-o", "%N|%T|%E").splitlines()
+            )
+        }
+        drained = {n for n, (state, _) in nodes.items() if state.startswith(("drain", "draining"))}
+        if drained == {n for n, t in trust.items() if t == "failed"}:
+            assert all(nodes[n][1].startswith("attestation") for n in drained), nodes
+            return
+        time.sleep(1)
+    pytest.fail(f"the failed node was not drained alone: {nodes} {trust}")
 
 
 def wait_for_the_fleet_on_the_ledger(database: Path) -> None:

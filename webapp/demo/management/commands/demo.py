@@ -15,7 +15,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from chaincode_client.fabric_network.layout import DEFAULT_BASE_PORT
+from scheduler.grants.local_cluster import LocalClusterError
 from webapp.demo.agents import STOP_SIGNALS, DemoAgents
+from webapp.demo.cluster import DemoCluster
 from webapp.demo.governance import admin_clients, approve_fleet_policies
 from webapp.demo.history import seed_history
 from webapp.demo.loop import DEMO_HOUR_S, DemoLoop
@@ -56,13 +58,23 @@ class Command(BaseCommand):
             "under the data folder and run the whole demo through it (default: LEDGER_BACKEND)",
         )
         parser.add_argument(
+            "--cluster",
+            choices=("slurm", "none"),
+            default="slurm",
+            help="slurm (default): run a small Slurm cluster for the demo's nodes (needs root "
+            "and Debian's Slurm packages, which `make demo` installs) and grant every lease "
+            "there; none: leases are recorded and billed but granted nowhere",
+        )
+        parser.add_argument(
             "--fabric-base-port",
             type=int,
             default=DEFAULT_BASE_PORT,
             help="first of the ports the Fabric network uses (base..base+133)",
         )
 
-    def handle(self, *args, host: str, port: int, no_loop: bool, ledger: str, **options):
+    def handle(
+        self, *args, host: str, port: int, no_loop: bool, ledger: str, cluster: str, **options
+    ):
         if settings.PRODUCTION:
             raise CommandError(
                 "the demo seeds logins and keys and runs only in development: "
@@ -105,8 +117,20 @@ class Command(BaseCommand):
         self.stdout.write("Both organisations' admins approve the EK roots and PCR policy…")
         with admin_clients(network) as admins:
             approve_fleet_policies(admins, policy)
+        slurm = None
+        if cluster == "slurm":
+            self.stdout.write("Starting the Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, "
+                              "one slurmd per node)…")  # fmt: skip
+            slurm = DemoCluster(settings.DATA_DIR, progress=self.stdout.write)
+            try:
+                slurm.start(nodes)
+            except LocalClusterError as failed:
+                agents.stop()
+                raise CommandError(
+                    f"{failed}\nor run the demo without a cluster: manage.py demo --cluster none"
+                ) from None
         agents.launch(nodes)
-        loop = None if no_loop else DemoLoop()
+        loop = None if no_loop else DemoLoop(cluster=slurm)
         if loop:
             loop.start()
 
@@ -114,6 +138,8 @@ class Command(BaseCommand):
             if loop:
                 loop.stop()
             agents.stop()  # agents finish their round while the server still answers
+            if slurm is not None:
+                slurm.stop()
             if network is not None:
                 network.down()
             from twisted.internet import reactor
