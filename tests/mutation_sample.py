@@ -32,13 +32,19 @@ SAMPLE = {
     "ledger/audit/validity.py": ["tests/adversary/test_validity_chain.py"],
     "ledger/audit/bill_whole.py": ["tests/adversary/test_bill_whole.py"],
     "ledger/contract/args.py": ["tests/ledger/test_contract_args_edges.py"],
+    # what Slurm answers (untrusted): every field check of the grants, gates and jobs
+    "scheduler/grants/slurm_json.py": [
+        "tests/scheduler/test_slurm_json.py",
+        "tests/scheduler/test_grants_parsing.py",
+    ],
 }
 NOT_COPIED = (".git", ".venv", "var", "mutants", "node_modules", ".mypy_cache", ".ruff_cache")
 RESULT_RE = re.compile(r"^\s*(\S+): (\w[\w ]*)$")
 
 
 def sample_config(pyproject: str, modules: list[str], tests: list[str]) -> str:
-    """pyproject.toml with `[tool.mutmut]` narrowed to `modules` and `tests`."""
+    """pyproject.toml with `[tool.mutmut]` narrowed to `modules` (and the packages they are
+    in) and `tests`."""
 
     def toml_list(items: list[str]) -> str:
         return "[" + ", ".join(f'"{item}"' for item in items) + "]"
@@ -47,7 +53,21 @@ def sample_config(pyproject: str, modules: list[str], tests: list[str]) -> str:
     end = pyproject.find("\n[", start + 1)
     end = len(pyproject) if end < 0 else end
     section = pyproject[start:end]
-    for key, items in (("only_mutate", modules), ("pytest_add_cli_args_test_selection", tests)):
+
+    def toml_items(key: str) -> list[str]:
+        found = re.search(rf"^{key} = \[(.*?)\]", section, flags=re.S | re.M)
+        return re.findall(r'"([^"]+)"', found.group(1)) if found else []
+
+    # the packages the modules are in are mutated; every other package is copied as it is
+    sources = sorted({module.split("/", 1)[0] + "/" for module in modules})
+    packages = toml_items("source_paths") + toml_items("also_copy")
+    copied = [item for item in dict.fromkeys(packages) if item not in sources]
+    for key, items in (
+        ("source_paths", sources),
+        ("also_copy", copied),
+        ("only_mutate", modules),
+        ("pytest_add_cli_args_test_selection", tests),
+    ):
         section, found = re.subn(
             rf"^{key} = \[.*?\]", f"{key} = {toml_list(items)}", section, flags=re.S | re.M
         )

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.grants import slurm, slurm_conf
+from scheduler.grants import slurm, slurm_conf, slurm_json
 from scheduler.grants.interface import ClusterError, GpuSlot, GrantRequest, requests_for
 
 LEASE = "0b7c5e0e-4a57-4a0c-9d1c-1f1f00000001"
@@ -71,25 +71,25 @@ def test_a_lease_over_two_nodes_is_one_grant_per_node_each_with_its_own_gpus():
 
 
 def test_a_running_grant_reads_the_devices_slurm_gave_it():
-    grant = slurm._grant_of(squeue_job())
+    grant = slurm_json.grant_of(squeue_job())
     assert grant is not None
     assert (grant.lease, grant.node, grant.slots, grant.running) == (LEASE, "n1", (0, 2), True)
 
 
 def test_a_pending_grant_reads_the_slots_it_asked_for_and_is_not_held():
-    grant = slurm._grant_of(squeue_job(job_state="PENDING", gres_detail=[]))
+    grant = slurm_json.grant_of(squeue_job(job_state="PENDING", gres_detail=[]))
     assert grant is not None
     assert (grant.slots, grant.running) == ((0, 2), False)
 
 
 def test_a_grant_whose_user_was_removed_reads_as_its_uid_and_stays_visible():
-    grant = slurm._grant_of(squeue_job(user_name=None, user_id=1234))
+    grant = slurm_json.grant_of(squeue_job(user_name=None, user_id=1234))
     assert grant is not None
     assert (grant.user, grant.handle) == ("uid:1234", "42")
     with pytest.raises(ClusterError, match="user_name"):
-        slurm._grant_of(squeue_job(user_name=None, user_id="1234"))
+        slurm_json.grant_of(squeue_job(user_name=None, user_id="1234"))
     with pytest.raises(ClusterError, match="user_id"):
-        slurm._grant_of(squeue_job(user_name=None, user_id=True))
+        slurm_json.grant_of(squeue_job(user_name=None, user_id=True))
 
 
 @pytest.mark.parametrize("command", ["squeue", "sinfo", "sacct"])
@@ -97,20 +97,20 @@ def test_an_answer_with_errors_is_a_cluster_that_could_not_be_asked_not_an_empty
     # what 22.05 prints, exit 0, when slurmctld is down
     down = {"errors": [{"description": "Failed while looking for jobs", "error_number": -1}]}
     with pytest.raises(ClusterError, match="could not ask slurmctld: Failed while") as caught:
-        slurm._refuse_errors({**down, "jobs": []}, command)
+        slurm_json.refuse_errors({**down, "jobs": []}, command)
     assert caught.value.code == "cluster.unavailable"
     with pytest.raises(ClusterError, match="Unspecified error"):
-        slurm._refuse_errors({"errors": [{"error": "Unspecified error"}], "nodes": []}, command)
+        slurm_json.refuse_errors({"errors": [{"error": "Unspecified error"}], "nodes": []}, command)
     with pytest.raises(ClusterError, match="not a list") as caught:
-        slurm._refuse_errors({"errors": "down"}, command)
+        slurm_json.refuse_errors({"errors": "down"}, command)
     assert caught.value.code == "cluster.garbage"
-    slurm._refuse_errors({"errors": [], "jobs": []}, command)
-    slurm._refuse_errors({"jobs": []}, command)
+    slurm_json.refuse_errors({"errors": [], "jobs": []}, command)
+    slurm_json.refuse_errors({"jobs": []}, command)
 
 
 def test_a_job_that_is_not_a_grant_is_not_read_as_one():
-    assert slurm._grant_of(squeue_job(name="train.sh")) is None
-    assert slurm._grant_of(squeue_job(name=f"wattlease.{LEASE}.n[1-2]")) is None
+    assert slurm_json.grant_of(squeue_job(name="train.sh")) is None
+    assert slurm_json.grant_of(squeue_job(name=f"wattlease.{LEASE}.n[1-2]")) is None
 
 
 @pytest.mark.parametrize(
@@ -128,7 +128,7 @@ def test_a_job_that_is_not_a_grant_is_not_read_as_one():
 )
 def test_a_squeue_answer_that_does_not_parse_names_what_is_wrong(changes, named):
     with pytest.raises(ClusterError, match=named) as caught:
-        slurm._grant_of(squeue_job(**changes))
+        slurm_json.grant_of(squeue_job(**changes))
     assert caught.value.code == "cluster.garbage"
 
 
@@ -144,7 +144,7 @@ def test_sacct_steps_count_their_gpus_and_gpu_seconds_and_leave_out_the_grants_o
 
     job = {"job_id": 42, "user": "alice", "account": "acme",
            "steps": [step("batch", 2, 50), step(0, 2, 30), step(1, 1, 7)]}  # fmt: skip
-    jobs = slurm._steps_of(job)
+    jobs = slurm_json.steps_of(job)
     assert [(j.job_id, j.gpus, j.gpu_seconds) for j in jobs] == [("42.0", 2, 60), ("42.1", 1, 7)]
 
 
@@ -160,13 +160,13 @@ json_values = st.recursive(
 @given(st.dictionaries(st.sampled_from(sorted(squeue_job())), json_values, max_size=8))
 def test_any_squeue_job_is_read_or_refused_with_a_cluster_error(changes):
     with contextlib.suppress(ClusterError):
-        slurm._grant_of(squeue_job(**changes))
+        slurm_json.grant_of(squeue_job(**changes))
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(json_values)
 def test_any_sacct_or_sinfo_answer_is_read_or_refused_with_a_cluster_error(value):
-    for read in (slurm._steps_of, slurm._grant_of):
+    for read in (slurm_json.steps_of, slurm_json.grant_of):
         with contextlib.suppress(ClusterError):
             read(value)
 

@@ -135,7 +135,8 @@ class LeaseViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             503: OpenApiResponse(ERROR, "the cluster could not be asked"),
         },
     )
-    @action(detail=True, methods=["get"])
+    # a plain list (a lease's steps, all of them): not paginated, and the schema says so
+    @action(detail=True, methods=["get"], pagination_class=None)
     def jobs(self, request, pk=None):
         """The job steps that ran inside this lease's grant, from the cluster's accounting
         (job id, user, state, start, end, GPUs, GPU-seconds): this tenant's lease only."""
