@@ -132,8 +132,8 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-# The cache holds the API's request budgets: shared through Redis by every process when
-# REDIS_URL is set, per process otherwise.
+# The API's request budgets (webapp/core/budgets.py) use this cache's Redis client when
+# REDIS_URL is set, so every process shares them; otherwise each process counts in memory.
 CACHES = {
     "default": (
         {"BACKEND": "webapp.core.cache.RedisCache", "LOCATION": REDIS_URL}

@@ -19,6 +19,7 @@ from attest.swtpm import LocalCA, start_node_tpm
 from tests.webapp.helpers import trust_ek_ca
 from webapp.attestation import actions as attestation_actions
 from webapp.attestation.models import Attestation
+from webapp.core import budgets
 from webapp.demo.agents import simulated_inventory
 from webapp.demo.governance import admin_clients, approve_fleet_policies
 from webapp.demo.seed import SITES, gpu_uuid
@@ -34,10 +35,13 @@ CHALLENGE_RELAY_POLL_S = 0.05
 
 @pytest.fixture(autouse=True)
 def fresh_request_budgets():
-    """Throttle budgets live in the cache; each test starts with full ones."""
+    """Each test starts with full request budgets (webapp/core/budgets.py) and an empty
+    cache."""
     cache.clear()
+    budgets.store().clear()
     yield
     cache.clear()
+    budgets.store().clear()
 
 
 @dataclass

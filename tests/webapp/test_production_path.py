@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection
 
+from webapp.core import budgets
 from webapp.core.events import DASHBOARD_GROUP, publish_on_commit
 
 
@@ -28,6 +29,13 @@ def test_channel_layer_is_the_one_named_by_redis_url():
         assert backend == "channels_redis.core.RedisChannelLayer"
     else:
         assert backend == "channels.layers.InMemoryChannelLayer"
+
+
+def test_request_budgets_are_counted_where_redis_url_says():
+    if os.environ.get("REDIS_URL"):
+        assert isinstance(budgets.store(), budgets.RedisBudgets)
+    else:
+        assert isinstance(budgets.store(), budgets.MemoryBudgets)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -32,3 +32,8 @@ class RedisCache(DjangoRedisCache):
     def __init__(self, server: Any, params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = SharedClientRedisCacheClient
+
+    def redis_client(self) -> Any:
+        """The `redis.Redis` this cache writes with (its connection pool), for the request
+        budgets' scripts (webapp/core/budgets.py)."""
+        return self._cache.get_client(write=True)

@@ -41,23 +41,24 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1").split()
         if not header or header[0] not in self.keywords:
             return None
-        failures = AuthFailureBudget(request)
-        failures.refuse_if_spent()
+        with AuthFailureBudget(request):  # a failure keeps its hit of the address's budget
+            key = self._key(header)
+        key_authenticated.send(sender=ApiKey, key=key)  # observability: the log context
+        now = timezone.now()
+        if key.last_used is None or (now - key.last_used).total_seconds() > LAST_USED_RESOLUTION_S:
+            ApiKey.objects.filter(pk=key.pk).update(last_used=now)
+        return TenantPrincipal(key), key
+
+    def _key(self, header: list[str]) -> ApiKey:
         if len(header) != 2:
-            failures.record()
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <key>'.")
         parsed = tokens.parse(KEY_PREFIX, header[1])
         key = None
         if parsed:
             key = ApiKey.objects.select_related("tenant").filter(prefix=parsed[0]).first()
         if key is None or not key.matches(parsed[1]) or not key.is_usable():
-            failures.record()
             raise exceptions.AuthenticationFailed("Invalid, revoked or expired API key.")
-        key_authenticated.send(sender=ApiKey, key=key)  # observability: the log context
-        now = timezone.now()
-        if key.last_used is None or (now - key.last_used).total_seconds() > LAST_USED_RESOLUTION_S:
-            ApiKey.objects.filter(pk=key.pk).update(last_used=now)
-        return TenantPrincipal(key), key
+        return key
 
     def authenticate_header(self, request):
         return "Bearer"

@@ -67,6 +67,19 @@ def test_guessing_keys_ends_in_429_even_for_a_good_key(owner, rates):
     assert owner.client.get("/api/v1/leases/", REMOTE_ADDR="192.0.2.8").status_code == 200
 
 
+def test_a_good_key_does_not_spend_the_failed_authentication_budget(owner, rates):
+    rates(auth_failure="2/min", key="100/min")
+    for _ in range(5):  # each takes a hit before the lookup and gives it back after
+        assert owner.client.get("/api/v1/leases/").status_code == 200
+    guesser = APIClient()
+    guesser.credentials(HTTP_AUTHORIZATION="Bearer wl_guessing.secret")
+    for _ in range(2):
+        assert guesser.get("/api/v1/leases/").status_code == 401
+    refused = guesser.get("/api/v1/leases/")
+    assert_throttled(refused)
+    assert refused.json()["detail"].startswith("[auth.throttled] ")
+
+
 def test_a_nodes_attestation_traffic_is_capped(fleet, rates):
     rates(node="3/min")
     agent = APIClient()

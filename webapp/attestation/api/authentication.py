@@ -27,12 +27,10 @@ class NodeCredentialAuthentication(authentication.BaseAuthentication):
         header = authentication.get_authorization_header(request).decode("latin-1").split()
         if not header or header[0] != "Bearer":
             return None
-        failures = AuthFailureBudget(request)
-        failures.refuse_if_spent()
-        node = node_for_token(header[1]) if len(header) == 2 else None
-        if node is None:
-            failures.record()
-            raise exceptions.AuthenticationFailed("Invalid node credential.")
+        with AuthFailureBudget(request):  # a failure keeps its hit of the address's budget
+            node = node_for_token(header[1]) if len(header) == 2 else None
+            if node is None:
+                raise exceptions.AuthenticationFailed("Invalid node credential.")
         return NodePrincipal(node), None
 
     def authenticate_header(self, request):

@@ -3,36 +3,62 @@ one per caller (an API key, or a node agent's credential) and one per client add
 a budget of failed authentications per address that is checked before any key is looked
 at, so guessing keys ends in 429s. Over budget: 429 with `Retry-After`.
 
-Budgets live in Django's cache: Redis when REDIS_URL is set, so every worker process shares
-them; otherwise each process counts alone."""
+Every scope is counted by `webapp.core.budgets` (a sliding window, one atomic step per
+check): in Redis when REDIS_URL is set, so every worker process shares the budgets and
+racing workers cannot both take the last hit; otherwise each process counts alone. Rates are
+read from the settings on every request (DRF's own throttles bind them at import)."""
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import Any
 
 from rest_framework import exceptions
 from rest_framework.settings import api_settings
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle
+
+from webapp.core import budgets
 
 KEY_SCOPE = "key"  # a tenant's API key
 NODE_SCOPE = "node"  # a node agent (its attestation traffic)
 IP_SCOPE = "ip"  # every request from one client address
 AUTH_FAILURE_SCOPE = "auth_failure"  # failed authentications from one client address
 
-
-class _SettingsRate(SimpleRateThrottle):
-    """Reads its rate from the current settings on every request (DRF binds it at import)."""
-
-    def __init__(self) -> None:  # the rate is read per request in `_use_scope`
-        pass
-
-    def _use_scope(self, scope: str) -> None:
-        self.scope = scope
-        self.rate = api_settings.DEFAULT_THROTTLE_RATES.get(scope)
-        self.num_requests, self.duration = self.parse_rate(self.rate)
+PERIOD_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}  # DRF's rate periods, by first letter
 
 
-class CallerRateThrottle(_SettingsRate):
+def spend(scope: str, ident: object) -> budgets.Take:
+    """Take one hit of `scope`'s budget for `ident` at the rate the settings give now (a
+    scope without a rate is not limited)."""
+    rate = api_settings.DEFAULT_THROTTLE_RATES.get(scope)
+    if rate is None:
+        return budgets.Take(allowed=True)
+    count, period = rate.split("/")
+    return budgets.store().take(_key(scope, ident), int(count), PERIOD_S[period[0]])
+
+
+def _key(scope: str, ident: object) -> str:
+    return f"{scope}:{ident}"
+
+
+def client_address(request: Any) -> str:
+    """The client's address as DRF's throttles see it (NUM_PROXIES decides whether
+    X-Forwarded-For is trusted)."""
+    return BaseThrottle().get_ident(request)
+
+
+class _Budgeted(BaseThrottle):
+    taken = budgets.Take(allowed=True)
+
+    def _spend(self, scope: str, ident: object) -> bool:
+        self.taken = spend(scope, ident)
+        return self.taken.allowed
+
+    def wait(self) -> float | None:
+        return self.taken.retry_after_s or None
+
+
+class CallerRateThrottle(_Budgeted):
     """One budget per authenticated caller: principals name theirs in `throttle_scope` and
     `throttle_ident`."""
 
@@ -40,43 +66,43 @@ class CallerRateThrottle(_SettingsRate):
         scope = getattr(request.user, "throttle_scope", None)
         if scope is None:
             return True
-        self._use_scope(scope)
-        return super().allow_request(request, view)
-
-    def get_cache_key(self, request: Any, view: Any) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": request.user.throttle_ident}
+        return self._spend(scope, request.user.throttle_ident)
 
 
-class ClientAddressRateThrottle(_SettingsRate):
+class ClientAddressRateThrottle(_Budgeted):
     def allow_request(self, request: Any, view: Any) -> bool:
-        self._use_scope(IP_SCOPE)
-        return super().allow_request(request, view)
-
-    def get_cache_key(self, request: Any, view: Any) -> str:
-        return self.cache_format % {"scope": IP_SCOPE, "ident": self.get_ident(request)}
+        return self._spend(IP_SCOPE, client_address(request))
 
 
-class AuthFailureBudget(_SettingsRate):
-    """Failed authentications per client address. `refuse_if_spent` before checking a
-    credential, `record` after a failed one."""
+class AuthFailureBudget:
+    """Failed authentications per client address, around the check of one credential:
+
+        with AuthFailureBudget(request):
+            ...  # raise AuthenticationFailed for a bad credential
+
+    Entering takes a hit of the address's budget, before any key is looked at (429 when
+    none is left); the hit stays only when the block raised AuthenticationFailed, and is
+    given back otherwise. Taking first is what makes the budget hold when guesses race each
+    other in several workers: each one needs a hit of its own before it may try."""
 
     def __init__(self, request: Any) -> None:
-        self._use_scope(AUTH_FAILURE_SCOPE)
-        self.key = self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+        self.ident = client_address(request)
 
-    def _recent(self) -> list[float]:
-        self.now = self.timer()
-        self.history = [t for t in self.cache.get(self.key, []) if t > self.now - self.duration]
-        return self.history
-
-    def refuse_if_spent(self) -> None:
-        if self.num_requests is not None and len(self._recent()) >= self.num_requests:
+    def __enter__(self) -> AuthFailureBudget:
+        self.taken = spend(AUTH_FAILURE_SCOPE, self.ident)
+        if not self.taken.allowed:
             raise exceptions.Throttled(
-                self.wait(),
+                self.taken.retry_after_s,
                 detail="[auth.throttled] too many failed authentications from this address",
             )
+        return self
 
-    def record(self) -> None:
-        history = self._recent()
-        history.insert(0, self.now)
-        self.cache.set(self.key, history, self.duration)
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        failed = kind is not None and issubclass(kind, exceptions.AuthenticationFailed)
+        if self.taken.hit is not None and not failed:
+            budgets.store().give_back(_key(AUTH_FAILURE_SCOPE, self.ident), self.taken.hit)
