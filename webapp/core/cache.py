@@ -1,9 +1,10 @@
 """Django's Redis cache with one Redis client per connection pool, not one per call.
 
 Django's `RedisCacheClient.get_client` builds a new `redis.Redis` for every cache operation
-(its constructor fills a table of ~80 response callbacks each time); the request budgets make
-five cache operations per API request, so that construction was about a tenth of a lease
-list's CPU (bench/web_profile.py). A `redis.Redis` is safe to share between threads (each
+(its constructor fills a table of ~80 response callbacks each time); when the request
+budgets were DRF's throttles they made five cache operations per API request, and that
+construction was about a tenth of a lease list's CPU (bench/web_profile.py). The budgets
+now take this client once per process (webapp/core/budgets.py). A `redis.Redis` is safe to share between threads (each
 command takes a connection from the pool), and its pool reconnects after a fork."""
 
 from __future__ import annotations
