@@ -4,8 +4,9 @@ Django's `RedisCacheClient.get_client` builds a new `redis.Redis` for every cach
 (its constructor fills a table of ~80 response callbacks each time); when the request
 budgets were DRF's throttles they made five cache operations per API request, and that
 construction was about a tenth of a lease list's CPU (bench/web_profile.py). The budgets
-now take this client once per process (webapp/core/budgets.py). A `redis.Redis` is safe to share between threads (each
-command takes a connection from the pool), and its pool reconnects after a fork."""
+now take this client once per process (webapp/core/budgets.py). A `redis.Redis` is safe to
+share between threads (each command takes a connection from the pool), and its pool
+reconnects after a fork."""
 
 from __future__ import annotations
 
