@@ -229,55 +229,66 @@ def _spec_field(body: _Cursor, start: int, fmt: struct.Struct) -> tuple[Any, ...
 
 
 def _read_event2(cur: _Cursor, index: int, sizes: dict[int, int], uintn: int) -> Event:
-    offset = cur.at
-    where = f"events[{index}]"
-    pcr, kind, count = cur.unpack(EVENT2_HEADER, f"{where}.header")
+    """One TCG_PCR_EVENT2. On every peer's path: plain index arithmetic, and field names
+    are built only when a check fails."""
+    data, offset, end = cur.data, cur.at, cur.size
+    where = "events[%d]"  # formatted with the index on failure only
+    if end - offset < EVENT2_HEADER.size:
+        cur.need(EVENT2_HEADER.size, f"{where % index}.header")
+    pcr, kind, count = EVENT2_HEADER.unpack_from(data, offset)
     if pcr >= C.PCR_COUNT:
-        raise cur.fail("eventlog.bad_pcr_index", f"{where}.pcrIndex", f"PCR {pcr}", offset)
+        raise cur.fail("eventlog.bad_pcr_index", f"{where % index}.pcrIndex", f"PCR {pcr}", offset)
     if count != len(sizes):
         raise cur.fail(
             "eventlog.digest_count_mismatch",
-            f"{where}.digests.count",
+            f"{where % index}.digests.count",
             f"{count} digests, the Spec ID event declares {len(sizes)} banks",
             offset + 8,
         )
+    at = offset + EVENT2_HEADER.size
     digests: list[tuple[int, bytes]] = []
     for i in range(count):
-        at = cur.at
-        (alg,) = cur.unpack(U16, f"{where}.digests[{i}].algId")
-        if alg not in sizes:
-            raise cur.fail(
-                "eventlog.unknown_algorithm",
-                f"{where}.digests[{i}].algId",
-                f"{alg:#06x} is not in the Spec ID",
-                at,
+        if end - at < 2:
+            cur.at = at
+            cur.need(2, f"{where % index}.digests[{i}].algId")
+        alg = data[at] | data[at + 1] << 8
+        size = sizes.get(alg)
+        if size is None or any(alg == seen for seen, _ in digests):
+            code, detail = (
+                ("eventlog.unknown_algorithm", f"{alg:#06x} is not in the Spec ID")
+                if size is None
+                else ("eventlog.digest_count_mismatch", f"bank {alg:#06x} repeated")
             )
-        if any(alg == seen for seen, _ in digests):
-            raise cur.fail(
-                "eventlog.digest_count_mismatch",
-                f"{where}.digests[{i}].algId",
-                f"bank {alg:#06x} repeated",
-                at,
-            )
-        digests.append((alg, cur.take(sizes[alg], f"{where}.digests[{i}].digest")))
-    at = cur.at
-    (size,) = cur.unpack(U32, f"{where}.eventSize")
+            raise cur.fail(code, f"{where % index}.digests[{i}].algId", detail, at)
+        if end - at - 2 < size:
+            cur.at = at + 2
+            cur.need(size, f"{where % index}.digests[{i}].digest")
+        digests.append((alg, data[at + 2 : at + 2 + size]))
+        at += 2 + size
+    cur.at = at
+    if end - at < 4:
+        cur.need(4, f"{where % index}.eventSize")
+    (size,) = U32.unpack_from(data, at)
     if size > MAX_EVENT_DATA_BYTES:
         raise cur.fail(
             "eventlog.event_too_large",
-            f"{where}.eventSize",
+            f"{where % index}.eventSize",
             f"{size} bytes exceeds the bound of {MAX_EVENT_DATA_BYTES}",
             at,
         )
-    data = cur.take(size, f"{where}.event")
+    cur.at = at + 4
+    if end - cur.at < size:
+        cur.need(size, f"{where % index}.event")
+    body = data[cur.at : cur.at + size]
+    cur.at += size
     if kind == E.EV_NO_ACTION and any(any(d) for _, d in digests):
         raise cur.fail(
             "eventlog.bad_no_action",
-            f"{where}.digests",
+            f"{where % index}.digests",
             "an EV_NO_ACTION event is never extended: its digests must be zero",
             offset,
         )
-    return Event(index, offset, pcr, kind, tuple(digests), data, E.decode(kind, data, uintn))
+    return Event(index, offset, pcr, kind, tuple(digests), body, E.decode(kind, body, uintn))
 
 
 def _check_locality(cur: _Cursor, event: Event, seen: int | None, pcr0_extended: bool) -> None:
