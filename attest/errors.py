@@ -23,3 +23,13 @@ class PolicyError(AttestError):
 
 class EnrolmentError(AttestError):
     """EK certificate, EK public area or credential activation did not check out."""
+
+
+class MalformedLog(MalformedEvidence):
+    """A measured-boot event log or an IMA measurement list did not parse. `code` is the
+    reason code a verdict carries (`eventlog.truncated`, `ima.bad_line`, ...); field and
+    offset name where, as for every other structure."""
+
+    def __init__(self, code: str, field: str, offset: int, detail: str) -> None:
+        self.code = code
+        super().__init__(field, offset, detail)

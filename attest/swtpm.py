@@ -43,6 +43,9 @@ TPM_CC_DA_PARAMETERS = 0x13A
 TPM_CC_DA_LOCK_RESET = 0x139
 TPM_RH_LOCKOUT = 0x4000000A
 EMPTY_PASSWORD_SESSION = bytes.fromhex("400000090000010000")  # handle, nonce, attrs, hmac
+DEFAULT_PCR_BANKS = "sha256"
+TPM2_STARTUP_CLEAR = bytes.fromhex("80010000000c000001440000")  # TPM2_Startup(TPM_SU_CLEAR)
+CMD_SET_LOCALITY = 5  # swtpm control channel (swtpm_ioctl -l): the locality of what follows
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,12 @@ class LocalCA:
         return x509.load_pem_x509_certificate(self.issuer_cert_file.read_bytes())
 
 
-def provision_tpm_state(state_dir: Path, ca: LocalCA, ecc_ek: bool = False) -> None:
+def provision_tpm_state(
+    state_dir: Path, ca: LocalCA, ecc_ek: bool = False, pcr_banks: str = DEFAULT_PCR_BANKS
+) -> None:
     """Manufacture a TPM: EK at 0x81010001 (RSA-2048) with its certificate in NV 0x01c00002,
-    signed by `ca` (swtpm 0.7 makes its ECC EK a P-384 one at 0x81010016)."""
+    signed by `ca` (swtpm 0.7 makes its ECC EK a P-384 one at 0x81010016). `pcr_banks`: the
+    active PCR banks, comma-separated ("sha1,sha256" for a measured-boot log's two banks)."""
     require(SWTPM_BIN)
     setup = require(SWTPM_SETUP_BIN)
     require(SWTPM_LOCALCA_BIN)
@@ -154,10 +160,10 @@ def provision_tpm_state(state_dir: Path, ca: LocalCA, ecc_ek: bool = False) -> N
         f"create_certs_tool = {shutil.which(SWTPM_LOCALCA_BIN)}\n"
         f"create_certs_tool_config = {ca.config_file}\n"
         f"create_certs_tool_options = {ca.options_file}\n"
-        "active_pcr_banks = sha256\n"
+        f"active_pcr_banks = {pcr_banks}\n"
     )
     cmd = [setup, "--tpm2", "--tpmstate", str(state_dir), "--config", str(setup_conf)]
-    cmd += ["--create-ek-cert", "--lock-nvram", "--overwrite", "--pcr-banks", "sha256"]
+    cmd += ["--create-ek-cert", "--lock-nvram", "--overwrite", "--pcr-banks", pcr_banks]
     if ecc_ek:
         cmd.append("--ecc")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=SETUP_TIMEOUT_S)
@@ -202,6 +208,9 @@ class Swtpm:
     # whether the last start followed a stop without TPM2_Shutdown (SIGTERM/SIGKILL of the
     # process, a crash): the machine's own record that its TPM lost power
     lost_power: bool = field(default=False, repr=False)
+    # the locality of TPM2_Startup: 3 starts PCR 0 at 0...03, as a platform whose firmware
+    # starts the TPM at locality 3 does (its event log says so in a StartupLocality event)
+    startup_locality: int = 0
 
     @property
     def tcti(self) -> str:
@@ -242,10 +251,28 @@ class Swtpm:
         cmd = [binary, "socket", "--tpm2", "--tpmstate", f"dir={self.state_dir}"]
         cmd += ["--server", f"type=tcp,port={self.port},bindaddr={self.host}"]
         cmd += ["--ctrl", f"type=tcp,port={self.port + 1},bindaddr={self.host}"]
-        cmd += ["--flags", "not-need-init,startup-clear", "--log", f"file={self.log_file}"]
+        flags = "not-need-init" + ("" if self.startup_locality else ",startup-clear")
+        cmd += ["--flags", flags, "--log", f"file={self.log_file}"]
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._wait_ready()
+        if self.startup_locality:
+            self._startup_at(self.startup_locality)
         return self
+
+    def _control(self, command: int, payload: bytes = b"") -> None:
+        with socket.create_connection((self.host, self.port + 1), timeout=STOP_TIMEOUT_S) as s:
+            s.sendall(command.to_bytes(4, "big") + payload)
+            result = s.recv(4)
+        if result != bytes(4):
+            raise SwtpmError(f"swtpm control command {command} answered {result.hex()}")
+
+    def _startup_at(self, locality: int) -> None:
+        """TPM2_Startup(CLEAR) sent at `locality`, then back to locality 0 for the rest."""
+        self._control(CMD_SET_LOCALITY, bytes([locality]))
+        try:
+            self._run("TPM2_Startup", TPM2_STARTUP_CLEAR)
+        finally:
+            self._control(CMD_SET_LOCALITY, bytes([0]))
 
     def _wait_ready(self) -> None:
         assert self.process is not None
@@ -362,9 +389,11 @@ class Swtpm:
         self.stop()
 
 
-def start_node_tpm(base_dir: Path, ca: LocalCA, ecc_ek: bool = False) -> Swtpm:
+def start_node_tpm(
+    base_dir: Path, ca: LocalCA, ecc_ek: bool = False, pcr_banks: str = DEFAULT_PCR_BANKS
+) -> Swtpm:
     """Manufacture (once) and start a swtpm for one simulated node under `base_dir`."""
     state = Path(base_dir)
     if not (state / "tpm2-00.permall").exists():
-        provision_tpm_state(state, ca, ecc_ek=ecc_ek)
+        provision_tpm_state(state, ca, ecc_ek=ecc_ek, pcr_banks=pcr_banks)
     return Swtpm(state).start()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
@@ -30,8 +30,11 @@ from tpm2_pytss import (
     TPM2B_PRIVATE,
     TPM2B_PUBLIC,
     TPMA_OBJECT,
+    TPML_DIGEST_VALUES,
     TPML_PCR_SELECTION,
+    TPMT_HA,
     TPMT_SYM_DEF,
+    TPMU_HA,
     TSS2_Exception,
 )
 from tpm2_pytss.utils import NVReadEK, create_ek_template
@@ -269,3 +272,16 @@ class Agent:
         if not 0 <= pcr < PCR_COUNT or len(data) > MAX_EVENT_BYTES:
             raise ValueError(f"PCR {pcr} or event of {len(data)} bytes out of range")
         self.esapi.pcr_event(ESYS_TR.PCR0 + pcr, TPM2B_EVENT(data))
+
+    def extend_digests(self, pcr: int, digests: Mapping[int, bytes]) -> None:
+        """TPM2_PCR_Extend with one digest per bank ({TPM_ALG_ID: digest}), as firmware
+        extends what it logs (test and demo nodes boot this way from a built event log)."""
+        if not 0 <= pcr < PCR_COUNT:
+            raise ValueError(f"PCR {pcr} out of range")
+        values = []
+        for alg, digest in digests.items():
+            if C.DIGEST_SIZES.get(alg) != len(digest):
+                raise ValueError(f"a {len(digest)}-byte digest for bank {alg:#06x}")
+            field = C.HASH_NAMES[alg]
+            values.append(TPMT_HA(hashAlg=alg, digest=TPMU_HA(**{field: digest})))
+        self.esapi.pcr_extend(ESYS_TR.PCR0 + pcr, TPML_DIGEST_VALUES(values))

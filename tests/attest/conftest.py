@@ -34,8 +34,10 @@ def other_ca(tmp_path_factory: pytest.TempPathFactory) -> LocalCA:
     return LocalCA(tmp_path_factory.mktemp("otherca"))
 
 
-def _node(tmp_path_factory: pytest.TempPathFactory, name: str, ca: LocalCA) -> Iterator[Node]:
-    tpm = start_node_tpm(tmp_path_factory.mktemp(name), ca)
+def _node(
+    tmp_path_factory: pytest.TempPathFactory, name: str, ca: LocalCA, banks: str = "sha256"
+) -> Iterator[Node]:
+    tpm = start_node_tpm(tmp_path_factory.mktemp(name), ca, pcr_banks=banks)
     try:
         yield Node(tpm, ca)
     finally:
@@ -57,6 +59,22 @@ def other_node(tmp_path_factory: pytest.TempPathFactory, other_ca: LocalCA) -> I
 def tools_node(tmp_path_factory: pytest.TempPathFactory, local_ca: LocalCA) -> Iterator[Node]:
     """A TPM reserved for tpm2-tools (swtpm serves one client connection at a time)."""
     yield from _node(tmp_path_factory, "tools", local_ca)
+
+
+@pytest.fixture(scope="session")
+def boot_node(tmp_path_factory: pytest.TempPathFactory, local_ca: LocalCA) -> Iterator[Node]:
+    """A TPM with SHA-1, SHA-256 and SHA-384 banks, for measured-boot logs and IMA: tests
+    reboot it (`reboot`) to start from fresh PCRs."""
+    yield from _node(tmp_path_factory, "boot", local_ca, "sha1,sha256,sha384")
+
+
+def reboot(node: Node, locality: int = 0) -> Node:
+    """Power-cycle in order (TPM2_Shutdown, then TPM2_Startup(CLEAR) at `locality`): every
+    PCR back to its reset value, as at a machine's boot."""
+    node.tpm.stop()
+    node.tpm.startup_locality = locality
+    node.tpm.start()
+    return node
 
 
 @pytest.fixture
