@@ -274,10 +274,8 @@ class LocalCluster:
     ) -> subprocess.CompletedProcess[str]:
         """A Slurm client command on `host` (a role: CONTROLLER or a node's name; None: this
         machine's own namespace), as root or as `user`, from the cluster's directory."""
-        program = self.binaries.get(argv[0], argv[0])
-        as_user = ["runuser", "-u", user, "--"] if user else []
         return subprocess.run(
-            [*self.prefix(host), *as_user, str(program), *argv[1:]],
+            self.command(argv, user, host),
             env=self.env,
             cwd=self.root,
             capture_output=True,
@@ -286,12 +284,20 @@ class LocalCluster:
             check=False,
         )
 
+    def command(
+        self, argv: Sequence[str], user: str | None = None, host: str | None = CONTROLLER
+    ) -> list[str]:
+        """The full argv that runs a Slurm client command on `host` as `user` (what `run`
+        runs; for a process it cannot wait for, such as a long `srun`, start this with
+        `env=self.env`)."""
+        program = self.binaries.get(argv[0], argv[0])
+        as_user = ["runuser", "-u", user, "--"] if user else []
+        return [*self.prefix(host), *as_user, str(program), *argv[1:]]
+
     def prefix(self, role: str | None) -> list[str]:
         """The argv prefix that runs a command on `role`'s host (CONTROLLER or a node's name;
         None: this machine), for processes `run` cannot wait for (a long `srun`)."""
         return [] if role is None or self._spawn_prefix is None else self._spawn_prefix(role)
-
-    _prefix = prefix  # the first version's name, still used by tests/webapp/cluster
 
     def logs(self) -> str:
         """Tails of every daemon's log, for error messages."""
@@ -389,12 +395,10 @@ class LocalCluster:
         key.chmod(0o600)
         minor = 0
         for node in self.nodes:
-            for gpu in node.gpus:
-                if (
-                    gpu.index not in node.devices
-                ):  # a distinct minor per GPU: cgroup rules are by number
-                    self._make_device(self.node_device(node.name, gpu.index), minor)
-                    minor += 1
+            made = [gpu for gpu in node.gpus if gpu.index not in node.devices]
+            for gpu in made:  # a distinct minor per GPU: cgroup rules are by number
+                self._make_device(self.node_device(node.name, gpu.index), minor)
+                minor += 1
 
     @staticmethod
     def _make_device(path: Path, minor: int) -> None:

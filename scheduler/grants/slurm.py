@@ -10,8 +10,9 @@ user start a step there, and the holder cannot raise the job's time limit. Revoc
 reservation: Slurm 22.05 reserves cores and nodes, not particular GRES, so a reservation
 could not say which GPUs of a node are the lease's (docs/operations.md, "The grant").
 
-Every answer is untrusted: squeue, sinfo and sacct are read as JSON (`--json`) and each field
-used is checked for its type; anything else is a ClusterError that names what was wrong."""
+Every answer is untrusted: squeue, sinfo and sacct are read as JSON (`--json`) by
+scheduler/grants/slurm_json.py, each field used checked for its type; anything else is a
+ClusterError that names what was wrong. This module runs the commands."""
 
 from __future__ import annotations
 

@@ -52,10 +52,10 @@ def side_by_side(nodes: Iterable[Node]) -> ClusterView:
     shown = {}
     for node in nodes:
         gate = gates.get(node.name)
-        reason = gate_reason(node)
         if gate is None:
             shown[node.name] = _attestation_only(node)
             continue
+        reason = gate_reason(node)
         shown[node.name] = SideBySide(
             node=node.name,
             trust=node.trust,

@@ -184,6 +184,8 @@ def store() -> BudgetStore:
     cache's own Redis client and connection pool, taken once and shared by every thread;
     otherwise in this process's memory."""
     global _store
+    if _store is not None:  # every request asks: no lock once it is chosen
+        return _store
     with _store_lock:
         if _store is None:
             from django.core.cache import caches

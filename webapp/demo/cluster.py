@@ -33,7 +33,6 @@ from scheduler.grants.local_cluster import (
     kill_marked,
     remove_unix_user,
 )
-from webapp.cluster import backend as backends
 from webapp.cluster.slots import node_slots
 from webapp.fleet.models import Node
 from webapp.leasing import states
@@ -99,8 +98,7 @@ class DemoCluster:
             raise
         settings.CLUSTER_BACKEND = "slurm"
         settings.SLURM_CONF = str(self.cluster.conf)
-        settings.SLURM_BIN_DIR = str(self.cluster.bin_dir)
-        backends._configured.cache_clear()
+        settings.SLURM_BIN_DIR = str(self.cluster.bin_dir)  # configured() reads these anew
         self.progress(
             f"  Slurm cluster: {len(local)} nodes, "
             f"{sum(len(n.gpus) for n in local)} GPUs as GRES slots; try: "
@@ -143,9 +141,11 @@ class DemoCluster:
         [node] = [n for n in self.cluster.nodes if n.name == grant["node"]]
         paths = [str(self.cluster.node_device(node.name, gpu.index)) for gpu in node.gpus]
         out = (self.root / "jobs" / f"{lease.ledger_id}.log").open("ab")
-        argv = ["runuser", "-u", lease.cluster_user, "--", str(self.cluster.binaries["srun"]),
-                f"--jobid={grant['handle']}", "--overlap", "python3", "-c", JOB,
-                str(lease.ledger_id), str(JOB_S), *paths]  # fmt: skip
+        argv = self.cluster.command(
+            ["srun", f"--jobid={grant['handle']}", "--overlap", "python3", "-c", JOB,
+             str(lease.ledger_id), str(JOB_S), *paths],
+            user=lease.cluster_user,
+        )  # fmt: skip
         log.info("tenant job in lease %s: grant %s on %s", lease.ledger_id, grant["handle"],
                  grant["node"])  # fmt: skip
         with out:
